@@ -1,0 +1,67 @@
+"""agentledger: the trustworthy record of what AI agents do.
+
+>>> from ledger import Event, Kind, Ref
+>>> ev = Event(kind=Kind.REQUEST, run_id="r1", args='"summarize the report"')
+
+The provenance API is re-exported here; sinks live in :mod:`ledger.sinks`, typed ledgers
+in :mod:`ledger.typed`.
+"""
+
+from __future__ import annotations
+
+from ledger.chain import Action, Anomaly, AnomalyCode, Chain, Explanation, assemble_chain
+from ledger.drift import (
+    EventResolver,
+    RefCheck,
+    RefState,
+    Resolver,
+    StaticResolver,
+    content_hash,
+    verify_refs,
+)
+from ledger.errors import (
+    CallNotFound,
+    CorruptRecord,
+    DuplicateEvent,
+    EventNotFound,
+    LedgerError,
+    NotSelfExplaining,
+    SinkClosed,
+    StorageError,
+    ToolDenied,
+    ValidationError,
+)
+from ledger.ids import new_event_id
+from ledger.model import Event, Kind, Ref, RefSource, Verdict
+
+__all__ = [
+    "Action",
+    "Anomaly",
+    "AnomalyCode",
+    "CallNotFound",
+    "Chain",
+    "CorruptRecord",
+    "DuplicateEvent",
+    "Event",
+    "EventNotFound",
+    "EventResolver",
+    "Explanation",
+    "Kind",
+    "LedgerError",
+    "NotSelfExplaining",
+    "Ref",
+    "RefCheck",
+    "RefSource",
+    "RefState",
+    "Resolver",
+    "SinkClosed",
+    "StaticResolver",
+    "StorageError",
+    "ToolDenied",
+    "ValidationError",
+    "Verdict",
+    "assemble_chain",
+    "content_hash",
+    "new_event_id",
+    "verify_refs",
+]

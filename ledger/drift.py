@@ -1,0 +1,155 @@
+"""Drift: does the evidence an action rested on still say what it said then?
+
+>>> resolver = StaticResolver({("memory", "m1"): "the text now"})
+>>> [c.state for c in verify_refs(chain.available, resolver)]
+[<RefState.DRIFTED: 'drifted'>]
+
+Each ref is **intact** (its current hash equals the one captured), **drifted** (they
+differ), **missing** (the resolver knows the source but not the item: deleted) or
+**unverifiable** (no hash was captured, the source is unknown, the resolver does not
+handle that source, or the resolver failed). Unverifiable is never reported as intact.
+
+Hashes compare without their ``sha256:`` prefix and case, so a bare hex hash captured by
+the reference and a prefixed one name the same content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ledger.errors import EventNotFound
+from ledger.model import Ref, RefSource
+
+if TYPE_CHECKING:
+    from ledger.chain import Chain
+    from ledger.model import Event
+
+__all__ = [
+    "EventResolver",
+    "RefCheck",
+    "RefState",
+    "Resolver",
+    "StaticResolver",
+    "chain_refs",
+    "content_hash",
+    "verify_refs",
+]
+
+log = logging.getLogger(__name__)
+
+
+def content_hash(content: str | bytes) -> str:
+    """``"sha256:"`` + hex SHA-256 of ``content`` (text is taken as UTF-8)."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _norm(digest: str) -> str:
+    digest = digest.strip().lower()
+    return digest[7:] if digest.startswith("sha256:") else digest
+
+
+class RefState(StrEnum):
+    INTACT = "intact"
+    DRIFTED = "drifted"
+    MISSING = "missing"
+    UNVERIFIABLE = "unverifiable"
+
+
+@runtime_checkable
+class Resolver(Protocol):
+    """Looks up the current content hash of referenced items."""
+
+    sources: Collection[RefSource]
+
+    def current_hash(self, source: RefSource, id: str) -> str | None:
+        """The item's hash now, or ``None`` when it is unknown or deleted."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefCheck:
+    """The verdict on one ref."""
+
+    ref: Ref
+    state: RefState
+    current_hash: str | None = None
+    detail: str = ""
+
+
+def _check(ref: Ref, resolver: Resolver) -> RefCheck:
+    if not ref.known_source or ref.source not in resolver.sources:
+        why = f"no resolver for source {str(ref.source)!r}"
+        return RefCheck(ref=ref, state=RefState.UNVERIFIABLE, detail=why)
+    assert isinstance(ref.source, RefSource)
+    try:
+        current = resolver.current_hash(ref.source, ref.id)
+    except Exception as exc:  # a resolver's failure must not pass for a verdict
+        log.warning("resolver failed for %s %s: %s", ref.source, ref.id, exc)
+        return RefCheck(ref=ref, state=RefState.UNVERIFIABLE, detail=f"resolver failed: {exc}")
+    if not ref.hash:
+        return RefCheck(
+            ref=ref, state=RefState.UNVERIFIABLE, current_hash=current, detail="no hash captured"
+        )
+    if current is None:
+        return RefCheck(ref=ref, state=RefState.MISSING, detail="unknown or deleted")
+    state = RefState.INTACT if _norm(current) == _norm(ref.hash) else RefState.DRIFTED
+    return RefCheck(ref=ref, state=state, current_hash=current)
+
+
+def verify_refs(refs: Iterable[Ref], resolver: Resolver) -> list[RefCheck]:
+    """Check each ref against ``resolver``; one :class:`RefCheck` per ref, in order."""
+    return [_check(ref, resolver) for ref in refs]
+
+
+def chain_refs(chain: Chain) -> list[Ref]:
+    """Every distinct ref of a chain: what was available, then each action's evidence."""
+    refs = list(chain.available) + [r for a in chain.actions for r in a.evidence]
+    return list(dict.fromkeys(refs))
+
+
+class StaticResolver:
+    """A resolver over known contents: ``{(source, id): content}``.
+
+    >>> StaticResolver({("memory", "m1"): "text"}).current_hash(RefSource.MEMORY, "m1")
+    'sha256:982d9e3eb996f559e633f4d194def3761d909f5a3b647d1a851fead67c32c9d1'
+    """
+
+    def __init__(
+        self,
+        contents: Mapping[tuple[RefSource | str, str], str | bytes],
+        *,
+        sources: Collection[RefSource | str] | None = None,
+    ) -> None:
+        self._hashes = {(RefSource(s), i): content_hash(c) for (s, i), c in contents.items()}
+        chosen = sources if sources is not None else {s for s, _ in self._hashes}
+        self.sources: frozenset[RefSource] = frozenset(RefSource(s) for s in chosen)
+
+    def current_hash(self, source: RefSource, id: str) -> str | None:
+        return self._hashes.get((RefSource(source), id))
+
+
+class _EventGetter(Protocol):
+    def get(self, event_id: str) -> Event: ...
+
+
+class EventResolver:
+    """Resolves ``tool`` refs (ids of recorded tool results) through a ledger reader:
+    the current hash is that of the stored result text, as ``assemble_chain`` captures."""
+
+    sources = frozenset({RefSource.TOOL})
+
+    def __init__(self, reader: _EventGetter) -> None:
+        self._reader = reader
+
+    def current_hash(self, source: RefSource, id: str) -> str | None:
+        try:
+            event = self._reader.get(id)
+        except EventNotFound:
+            return None
+        return content_hash(event.result) if event.result is not None else ""

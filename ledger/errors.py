@@ -1,0 +1,139 @@
+"""The one exception hierarchy of the library.
+
+Every error the library raises on purpose derives from :class:`LedgerError`, shaped after
+the DB-API (one root, a few broad branches), so callers can catch as narrowly or as broadly
+as they like::
+
+    try:
+        sink.commit_action(event)
+    except NotSelfExplaining as exc:   # the record was refused; nothing was stored
+        ...
+    except LedgerError:                # anything else the ledger refused or could not do
+        ...
+
+Messages say what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CallNotFound",
+    "CanonicalizationError",
+    "ConfigError",
+    "CorruptRecord",
+    "DuplicateEvent",
+    "EventNotFound",
+    "LedgerError",
+    "NotSelfExplaining",
+    "PersistError",
+    "QueryError",
+    "RecordError",
+    "ReplayError",
+    "SchemaVersionError",
+    "SinkClosed",
+    "StorageError",
+    "ToolDenied",
+    "TypedLedgerError",
+    "ValidationError",
+]
+
+
+class LedgerError(Exception):
+    """Root of every error the library raises on purpose."""
+
+
+# --- bad input -----------------------------------------------------------------------
+
+
+class ValidationError(LedgerError, ValueError):
+    """A value given to the library is malformed; the message names the field."""
+
+
+class CanonicalizationError(ValidationError):
+    """A value cannot be put in canonical JSON (NaN, huge integer, cycle, bad key...)."""
+
+
+class NotSelfExplaining(ValidationError):
+    """``commit_action`` refused an action record that cannot explain itself.
+
+    ``problems`` lists every missing or wrong part; nothing was stored.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__(
+            "action record not self-explaining: "
+            + "; ".join(problems)
+            + " (fix the record; nothing was stored)"
+        )
+
+
+class CallNotFound(LedgerError, LookupError):
+    """A chain has no action with the given call id."""
+
+
+# --- storage -------------------------------------------------------------------------
+
+
+class StorageError(LedgerError):
+    """A sink or reader could not do what was asked of its storage."""
+
+
+class DuplicateEvent(StorageError):
+    """An event with this id is already stored; the stored one was left unchanged."""
+
+
+class EventNotFound(StorageError, LookupError):
+    """No event with the given id is stored."""
+
+
+class CorruptRecord(StorageError):
+    """A stored row or line does not parse as an event; the message names where it is."""
+
+
+class SchemaVersionError(StorageError):
+    """The database schema is newer than this code, or cannot be brought up to date."""
+
+
+class SinkClosed(StorageError):
+    """The sink was closed; open a new one to write again."""
+
+
+# --- the gate ------------------------------------------------------------------------
+
+
+class ToolDenied(LedgerError):
+    """A tool call may not run. ``reason`` says why; the tool function did not run."""
+
+    def __init__(self, reason: str, *, tool: str = "", call_id: str = "") -> None:
+        self.reason = reason
+        self.tool = tool
+        self.call_id = call_id
+        super().__init__(reason)
+
+
+# --- typed ledgers -------------------------------------------------------------------
+
+
+class TypedLedgerError(LedgerError):
+    """Base of the typed-ledger errors."""
+
+
+class ConfigError(TypedLedgerError, ValueError):
+    """The typed-ledger configuration is invalid."""
+
+
+class RecordError(TypedLedgerError, ValueError):
+    """A typed-ledger record or envelope is invalid."""
+
+
+class ReplayError(TypedLedgerError):
+    """Replaying a typed ledger failed; the message names the record."""
+
+
+class PersistError(TypedLedgerError):
+    """Persisting a transaction artifact failed; nothing was written."""
+
+
+class QueryError(TypedLedgerError, ValueError):
+    """A typed-ledger query is invalid or was refused."""

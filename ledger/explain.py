@@ -1,0 +1,127 @@
+"""``Explanation``: one action of a chain, read backward into a readable account.
+
+>>> exp = chain.why("c1")
+>>> print(exp)
+write_file (call c1) in run 01J...: allowed
+  reason:   policy allow-list: ... | request: "tidy the notes"
+  args:     {"path":"notes.txt"}
+  outcome:  succeeded in 3 ms
+  evidence: tool 01J... sha256:...
+  request:  "tidy the notes" (event 01J..., 2026-11-30T14:00:00Z)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledger.timefmt import format_time
+
+if TYPE_CHECKING:
+    from ledger.chain import Action, Anomaly
+    from ledger.model import Event, Ref
+
+__all__ = ["Explanation"]
+
+_CLIP = 200
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _ref_line(ref: Ref) -> str:
+    return f"{ref.source} {ref.id}" + (f" {ref.hash}" if ref.hash else " (no hash captured)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation:
+    """Why one action happened (or was refused): its intent, verdict and reason, the
+    evidence it rested on, the gate's decision, and the request that started the run."""
+
+    action: Action
+    request: Event | None
+    decision: Event | None = None
+    anomalies: tuple[Anomaly, ...] = ()
+
+    @property
+    def tool(self) -> str:
+        return self.action.intent.tool
+
+    @property
+    def reason(self) -> str:
+        return self.action.intent.reason
+
+    @property
+    def evidence(self) -> tuple[Ref, ...]:
+        return self.action.evidence
+
+    def to_dict(self) -> dict[str, Any]:
+        """Machine form with stable field names."""
+        intent, result = self.action.intent, self.action.result
+        return {
+            "run_id": intent.run_id,
+            "call_id": intent.call_id,
+            "tool": intent.tool,
+            "args": intent.args,
+            "verdict": str(intent.verdict) if intent.verdict else None,
+            "reason": intent.reason,
+            "outcome": self.action.outcome,
+            "result": result.result if result else None,
+            "err": result.err if result else "",
+            "duration_ms": result.duration_ms if result else None,
+            "evidence": [r.to_dict() for r in self.evidence],
+            "decision": (
+                {"verdict": str(self.decision.verdict or ""), "reason": self.decision.reason}
+                if self.decision
+                else None
+            ),
+            "request": (
+                {
+                    "event_id": str(self.request.event_id),
+                    "args": self.request.args,
+                    "time": format_time(self.request.time),
+                }
+                if self.request
+                else None
+            ),
+            "anomalies": [str(a) for a in self.anomalies],
+        }
+
+    def _outcome(self) -> str:
+        result, outcome = self.action.result, self.action.outcome
+        if outcome == "denied":
+            return "denied: the tool did not run"
+        if result is None:
+            return "no result recorded (crashed, still running, or the outcome write failed)"
+        timing = f" in {result.duration_ms} ms"
+        if outcome == "failed":
+            return f"failed{timing}: {_clip(result.err)}"
+        return f"succeeded{timing}: {_clip(result.result or '')}"
+
+    def __str__(self) -> str:
+        intent = self.action.intent
+        verdict = str(intent.verdict) if intent.verdict else "no verdict"
+        lines = [
+            f"{intent.tool or '?'} (call {intent.call_id or '?'}) in run "
+            f"{intent.run_id or '?'}: {verdict}",
+            f"  reason:   {_clip(intent.reason) or '(none recorded)'}",
+            f"  args:     {_clip(intent.args or '(none)')}",
+            f"  outcome:  {self._outcome()}",
+        ]
+        if self.decision is not None:
+            lines.append(
+                f"  gate:     {self.decision.verdict or '?'}: {_clip(self.decision.reason)}"
+            )
+        evidence = [_ref_line(r) for r in self.evidence] or ["(none)"]
+        lines.append(f"  evidence: {evidence[0]}")
+        lines.extend(f"            {line}" for line in evidence[1:])
+        if self.request is None:
+            lines.append("  request:  (missing: the run's head was not recorded)")
+        else:
+            lines.append(
+                f"  request:  {_clip(self.request.args or self.request.preview or '')} "
+                f"(event {self.request.event_id}, {format_time(self.request.time)})"
+            )
+        lines.extend(f"  anomaly:  {a}" for a in self.anomalies)
+        return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""The provenance data model: ``Event``, ``Ref`` and their enums.
+
+>>> ev = Event(kind="action", run_id="r1", call_id="c1", tool="delete_file",
+...            args='{"path":"/tmp/x"}', verdict="allowed",
+...            refs=[Ref(source="tool", id="01J...", hash="")])
+>>> Event.from_json(ev.to_json()) == ev
+True
+
+``args`` and ``result`` hold raw JSON text and are kept byte-exact: text given is checked
+to be JSON and stored as given; any other Python value is serialized compactly. An
+``Event`` is immutable; use :func:`dataclasses.replace` to derive another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from ulid import ULID
+
+from ledger.errors import ValidationError
+from ledger.eventjson import event_from_json, event_to_json
+from ledger.ids import coerce_event_id, new_event_id
+from ledger.timefmt import coerce_time, utc_now
+
+__all__ = ["Event", "Kind", "Ref", "RefSource", "Verdict", "new_event_id"]
+
+
+class Kind(StrEnum):
+    """What an event records. Values are the reference's."""
+
+    PROMPT = "prompt"
+    MODEL_RESPONSE = "model_response"
+    TOOL_REQUEST = "tool_request"
+    GATE_DECISION = "gate_decision"
+    TOOL_RESULT = "tool_result"
+    ABORT = "abort"
+    RUN_END = "run_end"
+    REQUEST = "request"  # chain head: the run's input
+    RETRIEVED = "retrieved"  # what was put in front of the model, by ref
+    ACTION = "action"  # intent + verdict, committed before execution
+
+
+class Verdict(StrEnum):
+    """A gate's decision on one tool call."""
+
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    NEEDS_APPROVAL = "needs_approval"
+
+
+class RefSource(StrEnum):
+    """What a ``Ref`` points at, so resolution never guesses from the id's shape."""
+
+    TOOL = "tool"  # id is a ledger event id (a tool result)
+    MEMORY = "memory"  # id is a memory entry id
+    LEDGER = "ledger"  # id is a typed-ledger record id, hash its sha
+
+
+def _enum(enum: type[StrEnum], value: object, name: str) -> Any:
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(repr(m.value) for m in enum)
+    raise ValidationError(f"{name}: {value!r} is not one of {allowed}")
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{name}: expected a string, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ref:
+    """An item that was available to the agent, by id plus the content hash seen then.
+
+    ``source`` is a :class:`RefSource` when it names a known source; an unknown source
+    string is kept as given (so a foreign record can still be read) but such a ref does
+    not count as evidence for ``commit_action`` and verifies as ``unverifiable``.
+    """
+
+    source: RefSource | str
+    id: str
+    hash: str = ""
+
+    def __post_init__(self) -> None:
+        source = _text(self.source, "ref.source")
+        if not isinstance(self.source, RefSource) and source in RefSource._value2member_map_:
+            object.__setattr__(self, "source", RefSource(source))
+        _text(self.id, "ref.id")
+        _text(self.hash, "ref.hash")
+
+    @property
+    def known_source(self) -> bool:
+        """True when ``source`` is one of :class:`RefSource`."""
+        return isinstance(self.source, RefSource)
+
+    def to_dict(self) -> dict[str, str]:
+        """The reference's JSON shape: all three fields, always."""
+        return {"source": str(self.source), "id": self.id, "hash": self.hash}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Ref:
+        """Build a ref from its JSON object; raise ``ValidationError`` on a bad shape."""
+        if not isinstance(data, dict):
+            raise ValidationError(f"ref: expected an object, got {type(data).__name__}")
+        return cls(source=data.get("source", ""), id=data.get("id", ""), hash=data.get("hash", ""))
+
+
+def _raw_json(value: object, name: str) -> str | None:
+    """Normalize ``args``/``result``: raw JSON text kept as is, other values serialized."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"{name}: raw JSON bytes are not UTF-8 ({exc})") from None
+    if isinstance(value, str):
+        try:
+            orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise ValidationError(
+                f"{name}: {value[:60]!r} is not JSON text ({exc}); pass raw JSON text, "
+                "or a Python value to have it serialized"
+            ) from None
+        return value
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError as exc:
+        raise ValidationError(f"{name}: value cannot be serialized as JSON ({exc})") from None
+
+
+def _refs(value: object) -> tuple[Ref, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValidationError(f"refs: expected a sequence of Ref, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, Ref):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append(Ref.from_dict(item))
+        else:
+            raise ValidationError(f"refs[{i}]: expected a Ref, got {type(item).__name__}")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One recorded fact about a run. Fields that do not apply to a kind stay empty."""
+
+    kind: Kind
+    event_id: ULID = field(default_factory=new_event_id)
+    run_id: str = ""
+    call_id: str = ""
+    refs: tuple[Ref, ...] = ()
+    time: datetime = field(default_factory=utc_now)
+    agent_path: str = ""
+    tool: str = ""
+    label: str = ""
+    preview: str = ""
+    args: str | None = None
+    verdict: Verdict | None = None
+    reason: str = ""
+    result: str | None = None
+    err: str = ""
+    duration_ms: int = 0
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "kind", _enum(Kind, self.kind, "kind"))
+        setattr_(self, "event_id", coerce_event_id(self.event_id))
+        for name in ("run_id", "call_id", "agent_path", "tool", "label", "preview"):
+            _text(getattr(self, name), name)
+        _text(self.reason, "reason")
+        _text(self.err, "err")
+        setattr_(self, "refs", _refs(self.refs))
+        setattr_(self, "time", coerce_time(self.time))
+        setattr_(self, "args", _raw_json(self.args, "args"))
+        setattr_(self, "result", _raw_json(self.result, "result"))
+        if self.verdict is not None:
+            setattr_(self, "verdict", _enum(Verdict, self.verdict, "verdict"))
+        d = self.duration_ms
+        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+            raise ValidationError(f"duration_ms: expected a non-negative integer, got {d!r}")
+
+    def to_json(self) -> str:
+        """The reference's JSON (field order and omit-empty rules); ``args``/``result``
+        are embedded byte-exact."""
+        return event_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Event:
+        """Parse one event's JSON; raise ``ValidationError`` naming the bad field."""
+        return event_from_json(cls, text)
+
+    def replace(self, **changes: Any) -> Event:
+        """A copy with ``changes`` applied (validated like a new event)."""
+        return dataclasses.replace(self, **changes)

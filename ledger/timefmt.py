@@ -1,0 +1,73 @@
+"""Event times: timezone-aware UTC, written as RFC 3339 with a ``Z``.
+
+>>> format_time(parse_time("2026-01-02T03:04:05.5+01:00"))
+'2026-01-02T02:04:05.5Z'
+
+Fractional seconds are written without trailing zeros (as Go's RFC 3339 with nanoseconds
+does); more than six digits are read and cut to microseconds, Python's precision.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+from ledger.errors import ValidationError
+
+__all__ = ["coerce_time", "format_time", "parse_time", "utc_now"]
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))\Z"
+)
+
+_FAST_LENGTHS = frozenset({20, *range(22, 28)})  # no fraction, or 1-6 fraction digits
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def coerce_time(value: object, *, field: str = "time") -> datetime:
+    """Return ``value`` as an aware UTC datetime; naive datetimes are refused."""
+    if isinstance(value, str):
+        return parse_time(value, field=field)
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{field}: expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(
+            f"{field}: naive datetime {value.isoformat()} refused; give a timezone-aware "
+            "time, e.g. datetime.now(timezone.utc)"
+        )
+    return value.astimezone(UTC) if value.utcoffset() else value.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with ``Z`` and trimmed fractional seconds."""
+    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        base += "." + f"{value.microsecond:06d}".rstrip("0")
+    return base + "Z"
+
+
+def parse_time(text: str, *, field: str = "time") -> datetime:
+    """Parse RFC 3339 text into an aware UTC datetime; raise ``ValidationError``."""
+    if len(text) in _FAST_LENGTHS and text.endswith("Z") and text[10] == "T":
+        try:  # our own layout: C-speed path
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    m = _RFC3339.match(text)
+    if m is None:
+        raise ValidationError(f"{field}: {text!r} is not an RFC 3339 time with a zone")
+    year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
+    frac = (m.group(7) or "")[:6].ljust(6, "0")
+    tz: timezone = UTC
+    if m.group(9):
+        offset = timedelta(hours=int(m.group(10)), minutes=int(m.group(11)))
+        tz = timezone(-offset if m.group(9) == "-" else offset)
+    try:
+        dt = datetime(year, month, day, hour, minute, second, int(frac), tzinfo=tz)
+    except ValueError as exc:
+        raise ValidationError(f"{field}: {text!r} is not a valid time ({exc})") from None
+    return dt.astimezone(UTC) if tz is not UTC else dt
