@@ -110,7 +110,7 @@ class Chain:
 
     def action(self, call_id: str) -> Action:
         """The action for ``call_id`` (the allowed one when several share it)."""
-        found = [a for a in self.actions if a.call_id == call_id]
+        found = [a for a in self.actions if a.call_id == call_id] if call_id else []
         if not found:
             known = ", ".join(repr(a.call_id) for a in self.actions) or "none"
             raise CallNotFound(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ledger.errors import EventNotFound
+from ledger.errors import EventNotFound, ValidationError
 from ledger.model import Ref, RefSource
 
 if TYPE_CHECKING:
@@ -65,7 +65,10 @@ class RefState(StrEnum):
 class Resolver(Protocol):
     """Looks up the current content hash of referenced items."""
 
-    sources: Collection[RefSource]
+    @property
+    def sources(self) -> Collection[RefSource]:
+        """The sources it can look up."""
+        ...
 
     def current_hash(self, source: RefSource, id: str) -> str | None:
         """The item's hash now, or ``None`` when it is unknown or deleted."""
@@ -113,6 +116,14 @@ def chain_refs(chain: Chain) -> list[Ref]:
     return list(dict.fromkeys(refs))
 
 
+def _source(value: RefSource | str) -> RefSource:
+    try:
+        return RefSource(value)
+    except ValueError:
+        known = ", ".join(repr(s.value) for s in RefSource)
+        raise ValidationError(f"source: {value!r} is not one of {known}") from None
+
+
 class StaticResolver:
     """A resolver over known contents: ``{(source, id): content}``.
 
@@ -126,9 +137,13 @@ class StaticResolver:
         *,
         sources: Collection[RefSource | str] | None = None,
     ) -> None:
-        self._hashes = {(RefSource(s), i): content_hash(c) for (s, i), c in contents.items()}
+        self._hashes = {(_source(s), i): content_hash(c) for (s, i), c in contents.items()}
         chosen = sources if sources is not None else {s for s, _ in self._hashes}
-        self.sources: frozenset[RefSource] = frozenset(RefSource(s) for s in chosen)
+        self._sources = frozenset(_source(s) for s in chosen)
+
+    @property
+    def sources(self) -> frozenset[RefSource]:
+        return self._sources
 
     def current_hash(self, source: RefSource, id: str) -> str | None:
         return self._hashes.get((RefSource(source), id))
@@ -142,10 +157,12 @@ class EventResolver:
     """Resolves ``tool`` refs (ids of recorded tool results) through a ledger reader:
     the current hash is that of the stored result text, as ``assemble_chain`` captures."""
 
-    sources = frozenset({RefSource.TOOL})
-
     def __init__(self, reader: _EventGetter) -> None:
         self._reader = reader
+
+    @property
+    def sources(self) -> frozenset[RefSource]:
+        return frozenset({RefSource.TOOL})
 
     def current_hash(self, source: RefSource, id: str) -> str | None:
         try:

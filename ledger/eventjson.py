@@ -21,7 +21,12 @@ if TYPE_CHECKING:
 
 __all__ = ["event_from_json", "event_to_json"]
 
-_decoder = json.JSONDecoder()
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_decoder = json.JSONDecoder(parse_constant=_refuse_constant)
 _WS = " \t\n\r"
 _RAW_FIELDS = ("args", "result")
 _KNOWN = frozenset(
@@ -94,7 +99,10 @@ def _scan_object(text: str) -> dict[str, tuple[Any, str]]:
             key, i = scanstring(text, i, True)
             i = _expect(text, _skip(text, i), ":")
             start = _skip(text, i)
-            value, i = _decoder.raw_decode(text, start)
+            try:
+                value, i = _decoder.raw_decode(text, start)
+            except ValueError as exc:
+                raise ValidationError(f"{key}: value does not parse as JSON ({exc})") from None
             if key in fields:
                 raise ValidationError(f"event JSON: duplicate key {key!r}")
             fields[key] = (value, text[start:i])

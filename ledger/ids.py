@@ -56,7 +56,7 @@ def coerce_event_id(value: object, *, field: str = "event_id") -> ULID:
     if isinstance(value, ULID):
         return value
     if isinstance(value, str):
-        if len(value) != 26:
+        if len(value) != 26 or not value.isascii():
             raise ValidationError(
                 f"{field}: {value!r} is not a ULID (expected 26 Crockford base32 characters)"
             )

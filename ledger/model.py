@@ -14,8 +14,9 @@ to be JSON and stored as given; any other Python value is serialized compactly. 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -29,6 +30,10 @@ from ledger.ids import coerce_event_id, new_event_id
 from ledger.timefmt import coerce_time, utc_now
 
 __all__ = ["Event", "Kind", "Ref", "RefSource", "Verdict", "new_event_id"]
+
+
+_JSON_WS = " \t\n\r"
+_INT64_MAX = 2**63 - 1
 
 
 class Kind(StrEnum):
@@ -77,6 +82,11 @@ def _enum(enum: type[StrEnum], value: object, name: str) -> Any:
 def _text(value: object, name: str) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"{name}: expected a string, got {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name}: text is not valid Unicode ({exc})") from None
     return value
 
 
@@ -127,6 +137,7 @@ def _raw_json(value: object, name: str) -> str | None:
         except UnicodeDecodeError as exc:
             raise ValidationError(f"{name}: raw JSON bytes are not UTF-8 ({exc})") from None
     if isinstance(value, str):
+        value = value.strip(_JSON_WS)  # white space around the value is not part of it
         try:
             orjson.loads(value)
         except orjson.JSONDecodeError as exc:
@@ -136,9 +147,17 @@ def _raw_json(value: object, name: str) -> str | None:
             ) from None
         return value
     try:
-        return orjson.dumps(value).decode("utf-8")
+        text = orjson.dumps(value).decode("utf-8")
     except TypeError as exc:
         raise ValidationError(f"{name}: value cannot be serialized as JSON ({exc})") from None
+    if "null" in text:  # orjson writes NaN and infinities as null: refuse them instead
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise ValidationError(
+                f"{name}: NaN and infinities are not JSON; give finite numbers"
+            ) from None
+    return text
 
 
 def _refs(value: object) -> tuple[Ref, ...]:
@@ -155,44 +174,69 @@ def _refs(value: object) -> tuple[Ref, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Event:
-    """One recorded fact about a run. Fields that do not apply to a kind stay empty."""
+    """One recorded fact about a run. Fields that do not apply to a kind stay empty.
+
+    The constructor is keyword-only and takes the plain strings as well as the enum
+    members, a list of refs (or their dicts), and ``args``/``result`` as raw JSON text or
+    as a Python value; attributes always hold the normalized forms.
+    """
 
     kind: Kind
-    event_id: ULID = field(default_factory=new_event_id)
-    run_id: str = ""
-    call_id: str = ""
-    refs: tuple[Ref, ...] = ()
-    time: datetime = field(default_factory=utc_now)
-    agent_path: str = ""
-    tool: str = ""
-    label: str = ""
-    preview: str = ""
-    args: str | None = None
-    verdict: Verdict | None = None
-    reason: str = ""
-    result: str | None = None
-    err: str = ""
-    duration_ms: int = 0
+    event_id: ULID
+    run_id: str
+    call_id: str
+    refs: tuple[Ref, ...]
+    time: datetime
+    agent_path: str
+    tool: str
+    label: str
+    preview: str
+    args: str | None
+    verdict: Verdict | None
+    reason: str
+    result: str | None
+    err: str
+    duration_ms: int
 
-    def __post_init__(self) -> None:
-        setattr_ = object.__setattr__
-        setattr_(self, "kind", _enum(Kind, self.kind, "kind"))
-        setattr_(self, "event_id", coerce_event_id(self.event_id))
-        for name in ("run_id", "call_id", "agent_path", "tool", "label", "preview"):
-            _text(getattr(self, name), name)
-        _text(self.reason, "reason")
-        _text(self.err, "err")
-        setattr_(self, "refs", _refs(self.refs))
-        setattr_(self, "time", coerce_time(self.time))
-        setattr_(self, "args", _raw_json(self.args, "args"))
-        setattr_(self, "result", _raw_json(self.result, "result"))
-        if self.verdict is not None:
-            setattr_(self, "verdict", _enum(Verdict, self.verdict, "verdict"))
-        d = self.duration_ms
-        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-            raise ValidationError(f"duration_ms: expected a non-negative integer, got {d!r}")
+    def __init__(
+        self,
+        *,
+        kind: Kind | str,
+        event_id: ULID | str | None = None,
+        run_id: str = "",
+        call_id: str = "",
+        refs: Iterable[Ref | Mapping[str, str]] = (),
+        time: datetime | str | None = None,
+        agent_path: str = "",
+        tool: str = "",
+        label: str = "",
+        preview: str = "",
+        args: object = None,
+        verdict: Verdict | str | None = None,
+        reason: str = "",
+        result: object = None,
+        err: str = "",
+        duration_ms: int = 0,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "kind", _enum(Kind, kind, "kind"))
+        set_(self, "event_id", new_event_id() if event_id is None else coerce_event_id(event_id))
+        texts = {"run_id": run_id, "call_id": call_id, "agent_path": agent_path, "tool": tool,
+                 "label": label, "preview": preview, "reason": reason, "err": err}  # fmt: skip
+        for name, value in texts.items():
+            set_(self, name, _text(value, name))
+        set_(self, "refs", _refs(refs))
+        set_(self, "time", utc_now() if time is None else coerce_time(time))
+        set_(self, "args", _raw_json(args, "args"))
+        set_(self, "result", _raw_json(result, "result"))
+        set_(self, "verdict", None if verdict is None else _enum(Verdict, verdict, "verdict"))
+        if isinstance(duration_ms, bool) or not isinstance(duration_ms, int):
+            raise ValidationError(f"duration_ms: expected an integer, got {duration_ms!r}")
+        if not 0 <= duration_ms <= _INT64_MAX:
+            raise ValidationError(f"duration_ms: {duration_ms} is outside 0..2**63-1")
+        set_(self, "duration_ms", duration_ms)
 
     def to_json(self) -> str:
         """The reference's JSON (field order and omit-empty rules); ``args``/``result``

@@ -17,7 +17,8 @@ from ledger.errors import ValidationError
 __all__ = ["coerce_time", "format_time", "parse_time", "utc_now"]
 
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))\Z"
+    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))\Z",
+    re.ASCII,
 )
 
 _FAST_LENGTHS = frozenset({20, *range(22, 28)})  # no fraction, or 1-6 fraction digits
@@ -39,12 +40,16 @@ def coerce_time(value: object, *, field: str = "time") -> datetime:
             f"{field}: naive datetime {value.isoformat()} refused; give a timezone-aware "
             "time, e.g. datetime.now(timezone.utc)"
         )
-    return value.astimezone(UTC) if value.utcoffset() else value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC) if value.utcoffset() else value.replace(tzinfo=UTC)
+    except OverflowError:
+        raise ValidationError(f"{field}: {value.isoformat()} is out of range in UTC") from None
 
 
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with ``Z`` and trimmed fractional seconds."""
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    v = value
+    base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
     if value.microsecond:
         base += "." + f"{value.microsecond:06d}".rstrip("0")
     return base + "Z"
@@ -52,7 +57,10 @@ def format_time(value: datetime) -> str:
 
 def parse_time(text: str, *, field: str = "time") -> datetime:
     """Parse RFC 3339 text into an aware UTC datetime; raise ``ValidationError``."""
-    if len(text) in _FAST_LENGTHS and text.endswith("Z") and text[10] == "T":
+    if not text.isascii():
+        raise ValidationError(f"{field}: {text!r} is not an RFC 3339 time (non-ASCII)")
+    fast = len(text) in _FAST_LENGTHS and text[4] == text[7] == "-" and text[10] == "T"
+    if fast and text.endswith("Z"):
         try:  # our own layout: C-speed path
             return datetime.fromisoformat(text)
         except ValueError:
@@ -63,11 +71,13 @@ def parse_time(text: str, *, field: str = "time") -> datetime:
     year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
     frac = (m.group(7) or "")[:6].ljust(6, "0")
     tz: timezone = UTC
-    if m.group(9):
-        offset = timedelta(hours=int(m.group(10)), minutes=int(m.group(11)))
-        tz = timezone(-offset if m.group(9) == "-" else offset)
     try:
+        if m.group(9):
+            offset = timedelta(hours=int(m.group(10)), minutes=int(m.group(11)))
+            if int(m.group(10)) > 23 or int(m.group(11)) > 59:
+                raise ValueError("zone offset out of range")
+            tz = timezone(-offset if m.group(9) == "-" else offset)
         dt = datetime(year, month, day, hour, minute, second, int(frac), tzinfo=tz)
-    except ValueError as exc:
+        return dt.astimezone(UTC) if tz is not UTC else dt
+    except (ValueError, OverflowError) as exc:
         raise ValidationError(f"{field}: {text!r} is not a valid time ({exc})") from None
-    return dt.astimezone(UTC) if tz is not UTC else dt

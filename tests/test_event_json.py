@@ -1,0 +1,558 @@
+"""Event JSON: the reference's names, order and omit-empty rules; byte-exact raw JSON;
+reading the Go reference's output; refusing what is not an event."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ulid import ULID
+
+from ledger import Event, Kind, LedgerError, Ref, RefSource, ValidationError, Verdict
+
+FIELD_ORDER = [
+    "event_id",
+    "run_id",
+    "call_id",
+    "refs",
+    "time",
+    "agent_path",
+    "kind",
+    "tool",
+    "label",
+    "preview",
+    "args",
+    "verdict",
+    "reason",
+    "result",
+    "err",
+    "duration_ms",
+]
+
+ZERO_ID = "00000000000000000000000000"
+EID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+
+def _keys(text: str) -> list[str]:
+    pairs: list[tuple[str, Any]] = json.loads(text, object_pairs_hook=lambda p: p)
+    return [k for k, _ in pairs]
+
+
+def _minimal(**extra: str) -> str:
+    """A minimal event line with ``extra`` raw JSON members appended."""
+    members = [f'"event_id":"{EID}"', '"time":"2026-01-02T03:04:05Z"', '"kind":"prompt"']
+    members += [f'"{k}":{v}' for k, v in extra.items()]
+    return "{" + ",".join(members) + "}"
+
+
+def make(**fields: Any) -> Event:
+    """``Event(**fields)`` with loosely typed arguments (plain strings, Python values)."""
+    return Event(**fields)
+
+
+def _full_event() -> Event:
+    return make(
+        event_id=EID,
+        run_id="r1",
+        call_id="c1",
+        refs=[
+            Ref(source="tool", id="01ARZ3NDEKTSV4RRFFQ69G5FA0", hash=""),
+            Ref(source="memory", id="m1", hash="sha256:00ff"),
+        ],
+        time=datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC),
+        agent_path="root",
+        kind=Kind.ACTION,
+        tool="delete_file",
+        label="Delete a file",
+        preview="rm /tmp/x",
+        args='{"path": "/tmp/x"}',
+        verdict=Verdict.ALLOWED,
+        reason="clean up <tmp> & logs",
+        result='"ok"',
+        err="exit 1",
+        duration_ms=12,
+    )
+
+
+GOLDEN = (
+    '{"event_id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","run_id":"r1","call_id":"c1",'
+    '"refs":[{"source":"tool","id":"01ARZ3NDEKTSV4RRFFQ69G5FA0","hash":""},'
+    '{"source":"memory","id":"m1","hash":"sha256:00ff"}],'
+    '"time":"2026-01-02T03:04:05.12Z","agent_path":"root","kind":"action",'
+    '"tool":"delete_file","label":"Delete a file","preview":"rm /tmp/x",'
+    '"args":{"path": "/tmp/x"},"verdict":"allowed","reason":"clean up <tmp> & logs",'
+    '"result":"ok","err":"exit 1","duration_ms":12}'
+)
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def test_golden_example() -> None:
+    assert _full_event().to_json() == GOLDEN
+    assert Event.from_json(GOLDEN) == _full_event()
+
+
+def test_field_names_and_order_are_the_references() -> None:
+    assert _keys(_full_event().to_json()) == FIELD_ORDER
+
+
+def test_empty_fields_are_omitted_but_id_time_and_kind_are_always_written() -> None:
+    ev = make(kind=Kind.PROMPT, event_id=EID, time=datetime(2026, 1, 2, tzinfo=UTC))
+    assert ev.to_json() == (
+        '{"event_id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","time":"2026-01-02T00:00:00Z","kind":"prompt"}'
+    )
+
+
+def test_zero_ulid_is_written_as_26_zeros() -> None:
+    ev = make(kind=Kind.PROMPT, event_id=ZERO_ID)
+    assert json.loads(ev.to_json())["event_id"] == ZERO_ID
+
+
+def test_ref_fields_are_always_written_even_when_empty() -> None:
+    ev = Event(kind=Kind.ACTION, refs=(Ref(source="", id="", hash=""),))
+    assert json.loads(ev.to_json())["refs"] == [{"source": "", "id": "", "hash": ""}]
+    assert _keys(ev.to_json())[:3] == ["event_id", "refs", "time"]
+
+
+@pytest.mark.parametrize(
+    ("field", "empty"),
+    [
+        ("run_id", ""),
+        ("call_id", ""),
+        ("agent_path", ""),
+        ("tool", ""),
+        ("label", ""),
+        ("preview", ""),
+        ("reason", ""),
+        ("err", ""),
+        ("duration_ms", 0),
+        ("args", None),
+        ("result", None),
+        ("verdict", None),
+        ("refs", ()),
+    ],
+)
+def test_each_empty_field_is_omitted(field: str, empty: object) -> None:
+    assert field not in _keys(make(kind=Kind.ACTION, **{field: empty}).to_json())
+
+
+def test_json_null_args_are_written_not_omitted() -> None:
+    # absent (None) and the JSON value null are different things
+    text = Event(kind=Kind.ACTION, args="null").to_json()
+    assert '"args":null' in text
+    assert Event.from_json(text).args == "null"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"a": 1}', '"\\u00e9"', "[1,\n 2 ,3]", '{"x":"<&>"}', '{"n": 1.50e+2}', '"\\/"'],
+)
+def test_raw_args_and_result_are_embedded_verbatim(raw: str) -> None:
+    ev = Event(kind=Kind.TOOL_RESULT, args=raw, result=raw)
+    text = ev.to_json()
+    assert f'"args":{raw},' in text
+    assert f'"result":{raw}' in text
+    back = Event.from_json(text)
+    assert back.args == raw
+    assert back.result == raw
+    assert back.to_json() == text
+
+
+def test_text_fields_with_control_and_non_ascii_characters_round_trip() -> None:
+    ev = Event(
+        kind=Kind.PROMPT, preview='line1\nline2\t"quoted"\\ \x00\x1f é 𝄞 \u2028', label="<b>"
+    )
+    text = ev.to_json()
+    assert "\n" not in text
+    assert json.loads(text)["preview"] == ev.preview
+    assert Event.from_json(text) == ev
+
+
+def test_time_is_written_in_utc_with_trimmed_fraction() -> None:
+    plus2 = timezone(timedelta(hours=2))
+    cases = {
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC): "2026-01-02T03:04:05Z",
+        datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=UTC): "2026-01-02T03:04:05.5Z",
+        datetime(2026, 1, 2, 3, 4, 5, 1, tzinfo=UTC): "2026-01-02T03:04:05.000001Z",
+        datetime(2026, 1, 2, 5, 4, 5, 123450, tzinfo=plus2): "2026-01-02T03:04:05.12345Z",
+    }
+    for when, expected in cases.items():
+        assert json.loads(Event(kind=Kind.PROMPT, time=when).to_json())["time"] == expected
+
+
+# --- reading the reference's JSON ------------------------------------------------------
+
+
+GO_ACTION = (
+    '{"event_id":"01JGRZ8Q2X0000000000000000","run_id":"01JGRZ8Q2X0000000000000001",'
+    '"call_id":"call_1767323045123456789","refs":[{"source":"tool",'
+    '"id":"01JGRZ8Q2X0000000000000002","hash":""}],'
+    '"time":"2026-01-02T03:04:05.123456789+01:00","agent_path":"root","kind":"action",'
+    '"tool":"delete_file","args":{"path":"/tmp/x"},"verdict":"allowed",'
+    '"reason":"remove \\u003ctmp\\u003e \\u0026 logs"}'
+)
+
+
+def test_reads_a_go_action_line() -> None:
+    ev = Event.from_json(GO_ACTION)
+    assert ev.event_id == ULID.from_str("01JGRZ8Q2X0000000000000000")
+    assert ev.run_id == "01JGRZ8Q2X0000000000000001"
+    assert ev.call_id == "call_1767323045123456789"
+    assert ev.refs == (Ref(source=RefSource.TOOL, id="01JGRZ8Q2X0000000000000002", hash=""),)
+    # nanoseconds are cut to microseconds, the offset is applied, the result is UTC
+    assert ev.time == datetime(2026, 1, 2, 2, 4, 5, 123456, tzinfo=UTC)
+    assert ev.time.tzinfo is UTC
+    assert ev.agent_path == "root"
+    assert ev.kind is Kind.ACTION
+    assert ev.tool == "delete_file"
+    assert ev.args == '{"path":"/tmp/x"}'
+    assert ev.verdict is Verdict.ALLOWED
+    assert ev.reason == "remove <tmp> & logs"  # Go's HTML escapes are read as text
+    assert ev.result is None
+
+
+def test_reads_go_zero_values() -> None:
+    line = (
+        '{"event_id":"00000000000000000000000000","refs":[{"source":"","id":"","hash":""}],'
+        '"time":"0001-01-01T00:00:00Z","kind":"run_end"}'
+    )
+    ev = Event.from_json(line)
+    assert str(ev.event_id) == ZERO_ID
+    assert int(ev.event_id) == 0
+    assert ev.refs == (Ref(source="", id="", hash=""),)
+    assert not ev.refs[0].known_source
+    assert ev.time == datetime(1, 1, 1, tzinfo=UTC)
+    assert ev.kind is Kind.RUN_END
+
+
+def test_go_zero_time_round_trips() -> None:
+    line = (
+        '{"event_id":"00000000000000000000000000","time":"0001-01-01T00:00:00Z","kind":"run_end"}'
+    )
+    ev = Event.from_json(line)
+    assert ev.to_json() == line
+    assert Event.from_json(ev.to_json()) == ev
+
+
+def test_reads_go_tool_result_with_result_and_duration() -> None:
+    line = (
+        '{"event_id":"01JGRZ8Q2X0000000000000003","run_id":"r1","call_id":"c1",'
+        '"time":"2026-01-02T03:04:05.5-07:00","agent_path":"gyr","kind":"tool_result",'
+        '"tool":"restart_service","result":{"ok":true,"lines":["a","b"]},"err":"",'
+        '"duration_ms":42}'
+    )
+    ev = Event.from_json(line)
+    assert ev.time == datetime(2026, 1, 2, 10, 4, 5, 500000, tzinfo=UTC)
+    assert ev.result == '{"ok":true,"lines":["a","b"]}'
+    assert ev.err == ""
+    assert ev.duration_ms == 42
+
+
+def test_lowercase_event_id_is_read() -> None:
+    ev = Event.from_json(_minimal().replace(EID, EID.lower()))
+    assert str(ev.event_id) == EID
+
+
+def test_bytes_input_is_accepted() -> None:
+    assert Event.from_json(GO_ACTION.encode("utf-8")) == Event.from_json(GO_ACTION)
+    loose: Any = bytearray(GOLDEN.encode("utf-8"))  # accepted at run time too
+    assert Event.from_json(loose) == _full_event()
+
+
+def test_whitespace_around_members_is_tolerated_and_raw_values_stay_exact() -> None:
+    text = (
+        '{ "event_id" : "' + EID + '" ,\n "time":"2026-01-02T03:04:05Z", "kind": "action",'
+        '\t"args" :  {"b": [1, 2],  "a" : "\\u00e9"}  , "result":[ ] }\n'
+    )
+    ev = Event.from_json(text)
+    assert ev.args == '{"b": [1, 2],  "a" : "\\u00e9"}'
+    assert ev.result == "[ ]"
+
+
+def test_unknown_members_are_ignored() -> None:
+    ev = Event.from_json(_minimal(future_field='{"x": [1]}', another="2"))
+    assert ev.kind is Kind.PROMPT
+
+
+def test_null_refs_and_empty_verdict_read_as_absent() -> None:
+    ev = Event.from_json(_minimal(refs="null", verdict='""'))
+    assert ev.refs == ()
+    assert ev.verdict is None
+
+
+# --- refusing what is not an event -----------------------------------------------------
+
+
+BAD_LINES = {
+    "empty": "",
+    "blank": "   \n",
+    "not json": "hello",
+    "array": "[]",
+    "null": "null",
+    "string": '"event"',
+    "truncated": _minimal()[:-1],
+    "truncated mid-value": _minimal()[:40],
+    "trailing text": _minimal() + " x",
+    "two objects": _minimal() + _minimal(),
+    "trailing comma": _minimal()[:-1] + ",}",
+    "single quotes": _minimal().replace('"', "'"),
+    "missing event_id": '{"time":"2026-01-02T03:04:05Z","kind":"prompt"}',
+    "missing time": '{"event_id":"' + EID + '","kind":"prompt"}',
+    "missing kind": '{"event_id":"' + EID + '","time":"2026-01-02T03:04:05Z"}',
+    "event_id number": _minimal().replace(f'"{EID}"', "5"),
+    "event_id bad": _minimal().replace(EID, "not-a-ulid"),
+    "event_id null": _minimal().replace(f'"{EID}"', "null"),
+    "time number": _minimal().replace('"2026-01-02T03:04:05Z"', "1767323045"),
+    "time no zone": _minimal().replace("05Z", "05"),
+    "time bad": _minimal().replace("2026-01-02", "2026-02-30"),
+    "kind unknown": _minimal().replace("prompt", "chat"),
+    "kind number": _minimal().replace('"prompt"', "3"),
+    "run_id number": _minimal(run_id="5"),
+    "tool object": _minimal(tool="{}"),
+    "reason null": _minimal(reason="null"),
+    "verdict unknown": _minimal(verdict='"maybe"'),
+    "refs object": _minimal(refs='{"source":"tool"}'),
+    "refs item number": _minimal(refs="[1]"),
+    "ref id number": _minimal(refs='[{"source":"tool","id":5,"hash":""}]'),
+    "duration string": _minimal(duration_ms='"5"'),
+    "duration negative": _minimal(duration_ms="-1"),
+    "duration float": _minimal(duration_ms="1.5"),
+    "duration bool": _minimal(duration_ms="true"),
+    "args NaN": _minimal(args="NaN"),
+    "args single quoted": _minimal(args="{'a': 1}"),
+    "raw control char": _minimal(reason='"a\x01b"'),
+    "duplicate event_id": _minimal()[:-1] + f',"event_id":"{ZERO_ID}"}}',
+    "duplicate kind": _minimal()[:-1] + ',"kind":"prompt"}',
+    "duplicate args": _minimal(args="1")[:-1] + ',"args":2}',
+    "duplicate unknown": _minimal(x="1")[:-1] + ',"x":1}',
+}
+
+
+@pytest.mark.parametrize("line", BAD_LINES.values(), ids=list(BAD_LINES))
+def test_bad_lines_are_refused_with_validation_error(line: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        Event.from_json(line)
+    assert isinstance(info.value, LedgerError)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        (BAD_LINES["missing event_id"], "event_id"),
+        (BAD_LINES["missing time"], "time"),
+        (BAD_LINES["missing kind"], "kind"),
+        (BAD_LINES["kind unknown"], "kind"),
+        (BAD_LINES["run_id number"], "run_id"),
+        (BAD_LINES["duration string"], "duration_ms"),
+        (BAD_LINES["verdict unknown"], "verdict"),
+        (BAD_LINES["refs object"], "refs"),
+        (BAD_LINES["args NaN"], "args"),
+        (BAD_LINES["duplicate kind"], "kind"),
+        (BAD_LINES["time no zone"], "time"),
+    ],
+)
+def test_refusal_names_the_bad_field(line: str, named: str) -> None:
+    with pytest.raises(ValidationError, match=named):
+        Event.from_json(line)
+
+
+def test_non_utf8_bytes_are_refused() -> None:
+    with pytest.raises(ValidationError, match="UTF-8"):
+        Event.from_json(b'{"event_id":"\xff"}')
+
+
+@pytest.mark.parametrize("value", [None, 5, ["{}"], {"kind": "prompt"}])
+def test_non_text_input_is_refused(value: object) -> None:
+    with pytest.raises(ValidationError):
+        Event.from_json(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "time_text",
+    ["2026-01-02T03:04:05+99:00", "2026-01-02T03:04:05-24:00", "0001-01-01T00:00:00+01:00"],
+)
+def test_out_of_range_offsets_are_refused_with_validation_error(time_text: str) -> None:
+    with pytest.raises(ValidationError, match="time"):
+        Event.from_json(_minimal().replace("2026-01-02T03:04:05Z", time_text))
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_literals_are_refused_anywhere(literal: str) -> None:
+    with pytest.raises(ValidationError):
+        Event.from_json(_minimal(extension=literal))
+
+
+@pytest.mark.parametrize(
+    "time_text",
+    ["2026-W01-1T03:04:05Z", "２０２６-01-02T03:04:05+01:00"],
+    ids=["iso-week-date", "fullwidth-digits"],
+)
+def test_non_rfc3339_times_are_refused(time_text: str) -> None:
+    with pytest.raises(ValidationError, match="time"):
+        Event.from_json(_minimal().replace("2026-01-02T03:04:05Z", time_text))
+
+
+@pytest.mark.parametrize("raw", [' {"a": 1}', '{"a": 1}\n', "\t1 "])
+def test_raw_json_with_outer_whitespace_round_trips(raw: str) -> None:
+    ev = Event(kind=Kind.TOOL_RESULT, result=raw)
+    assert Event.from_json(ev.to_json()) == ev
+
+
+# --- properties ------------------------------------------------------------------------
+
+STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
+WS = st.text(alphabet=" \t\n\r", max_size=3)
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def raw_json_text(draw: st.DrawFn, value: Any) -> str:
+    """``value`` as JSON text with random inner whitespace and random escaping."""
+    if isinstance(value, dict):
+        if not value:
+            return "{" + draw(WS) + "}"
+        members = [
+            draw(raw_json_text(k)) + draw(WS) + ":" + draw(WS) + draw(raw_json_text(v))
+            for k, v in value.items()
+        ]
+        return "{" + draw(WS) + ("," + draw(WS)).join(members) + draw(WS) + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[" + draw(WS) + "]"
+        items = [draw(raw_json_text(v)) for v in value]
+        return "[" + draw(WS) + (draw(WS) + "," + draw(WS)).join(items) + draw(WS) + "]"
+    return json.dumps(value, ensure_ascii=draw(st.booleans()))
+
+
+@st.composite
+def raw_field(draw: st.DrawFn) -> object:
+    """None, a Python value, or raw JSON text (str or bytes) for args/result."""
+    form = draw(st.sampled_from(["none", "value", "text", "bytes"]))
+    if form == "none":
+        return None
+    if form == "value":
+        # a top-level str would be taken as raw JSON text and None as "absent"
+        return draw(json_values.filter(lambda v: v is not None and not isinstance(v, str)))
+    text = draw(raw_json_text(draw(json_values)))
+    return text.encode("utf-8") if form == "bytes" else text
+
+
+times = st.datetimes(
+    min_value=datetime(1970, 1, 1),
+    max_value=datetime(2200, 1, 1),
+    timezones=st.sampled_from(
+        [UTC, timezone(timedelta(hours=1)), timezone(timedelta(hours=-9, minutes=-30))]
+    ),
+)
+refs = st.builds(
+    Ref,
+    source=st.sampled_from(["tool", "memory", "ledger", "", "web"]),
+    id=st.text(max_size=30),
+    hash=st.one_of(st.just(""), st.text(max_size=70)),
+)
+events = st.builds(
+    Event,
+    kind=st.sampled_from(list(Kind)),
+    event_id=st.integers(min_value=0, max_value=2**128 - 1).map(ULID.from_int),
+    run_id=st.text(max_size=30),
+    call_id=st.text(max_size=30),
+    refs=st.lists(refs, max_size=3),
+    time=times,
+    agent_path=st.text(max_size=20),
+    tool=st.text(max_size=20),
+    label=st.text(max_size=20),
+    preview=st.text(max_size=60),
+    args=raw_field(),
+    verdict=st.none() | st.sampled_from(list(Verdict)),
+    reason=st.text(max_size=60),
+    result=raw_field(),
+    err=st.text(max_size=30),
+    duration_ms=st.integers(min_value=0, max_value=2**63 - 1),
+)
+
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(events)
+def test_from_json_of_to_json_is_the_same_event(ev: Event) -> None:
+    text = ev.to_json()
+    back = Event.from_json(text)
+    assert back == ev
+    assert back.args == ev.args  # byte-exact
+    assert back.result == ev.result
+    assert back.to_json() == text  # stable under round trip
+    assert Event.from_json(text.encode("utf-8")) == ev
+
+
+@PROPERTY
+@given(events)
+def test_to_json_is_one_line_of_json_with_the_reference_layout(ev: Event) -> None:
+    text = ev.to_json()
+    # one line, unless the raw args/result given carry their own newlines
+    assert text.count("\n") == (ev.args or "").count("\n") + (ev.result or "").count("\n")
+    decoded = json.loads(text)
+    keys = _keys(text)
+    assert keys == [k for k in FIELD_ORDER if k in keys]
+    assert {"event_id", "time", "kind"} <= set(keys)
+    assert decoded["event_id"] == str(ev.event_id)
+    assert decoded["kind"] == ev.kind.value
+    for i, ref in enumerate(ev.refs):
+        assert decoded["refs"][i] == {"source": str(ref.source), "id": ref.id, "hash": ref.hash}
+    for name in ("args", "result"):
+        raw = getattr(ev, name)
+        assert (name in decoded) == (raw is not None)
+        if raw is not None:
+            assert decoded[name] == json.loads(raw)
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values, st.data())
+def test_raw_text_is_kept_exactly_as_given(value: Any, data: st.DataObject) -> None:
+    raw = data.draw(raw_json_text(value))
+    ev = Event(kind=Kind.TOOL_RESULT, args=raw, result=raw)
+    assert ev.args == raw
+    assert Event.from_json(ev.to_json()).result == raw
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values.filter(lambda v: v is not None and not isinstance(v, str)))
+def test_python_values_are_stored_as_equivalent_compact_json(value: Any) -> None:
+    ev = Event(kind=Kind.ACTION, args=value)
+    assert ev.args is not None
+    assert json.loads(ev.args) == value
+    outside_strings = STRING_LITERAL.sub("", ev.args)
+    assert not set(outside_strings) & set(" \t\n\r"), ev.args
+
+
+def test_enum_values_survive_reading() -> None:
+    for kind in Kind:
+        assert Event.from_json(_minimal().replace('"prompt"', f'"{kind.value}"')).kind is kind
+    for verdict in Verdict:
+        assert Event.from_json(_minimal(verdict=f'"{verdict.value}"')).verdict is verdict
+
+
+@pytest.mark.parametrize("source", [s.value for s in RefSource])
+def test_ref_sources_survive_reading(source: str) -> None:
+    ev = Event.from_json(_minimal(refs=f'[{{"source":"{source}","id":"x","hash":"h"}}]'))
+    assert ev.refs[0].source is RefSource(source)
