@@ -1,0 +1,66 @@
+"""Typed ledgers: canonical records, six built-in types, deterministic replay, projections.
+
+::
+
+    from ledger.typed import parse_config, ShardStore, build_projection
+
+    config = parse_config({"findings": {"type": "table", "key": "id"}})
+    store = ShardStore(root)
+    store.append("findings", [{"operation": "insert", "value": {"id": "a"}}])
+    paths = build_projection(config, store, out_dir)   # {"findings": .../ledger.db}
+
+The on-disk format is the gh-aw reference's, byte for byte.
+"""
+
+from __future__ import annotations
+
+from ledger.errors import ConfigError, PersistError, QueryError, RecordError, ReplayError
+from ledger.typed.compaction import CompactionOutcome, apply_compaction, plan_compaction
+from ledger.typed.config import CompactionPolicy, LedgerConfig, LedgerDef, parse_config
+from ledger.typed.intents import IntentQueue
+from ledger.typed.order import replay_order
+from ledger.typed.persist import persist
+from ledger.typed.projection import ProjectionFailed, build_projection
+from ledger.typed.query import QueryPage, query_records, query_sql
+from ledger.typed.records import Record, canonical_json, final_id, record_sha
+from ledger.typed.reducers import OperationError, ReplayResult, replay, validate_operation
+from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
+from ledger.typed.tools import ToolDefinition, tool_definitions
+from ledger.typed.transactions import normalize_appends
+
+__all__ = [
+    "CompactionOutcome",
+    "CompactionPolicy",
+    "ConfigError",
+    "Diagnostic",
+    "IntentQueue",
+    "LedgerConfig",
+    "LedgerDef",
+    "OperationError",
+    "PersistError",
+    "ProjectionFailed",
+    "QueryError",
+    "QueryPage",
+    "Reconstruction",
+    "Record",
+    "RecordError",
+    "ReplayError",
+    "ReplayResult",
+    "ShardStore",
+    "ToolDefinition",
+    "apply_compaction",
+    "build_projection",
+    "canonical_json",
+    "final_id",
+    "normalize_appends",
+    "parse_config",
+    "persist",
+    "plan_compaction",
+    "query_records",
+    "query_sql",
+    "record_sha",
+    "replay",
+    "replay_order",
+    "tool_definitions",
+    "validate_operation",
+]

@@ -1,0 +1,190 @@
+"""The text of the gh-aw profile: canonical JSON, hashes, ids and envelope timestamps.
+
+::
+
+    canonical_json({"b": 1, "10": 1, "2": 1, "a": 1})  # '{"2":1,"10":1,"a":1,"b":1}'
+    final_id("tx", 0)                                   # 'ldg-56f73ce7-225c-46bb-…'
+    format_timestamp(datetime(2026, 1, 1, tzinfo=UTC))  # '2026-01-01T00:00:00.000Z'
+
+:func:`canonical_json` is the gh-aw profile of :mod:`ledger.canonical`; for the common
+case (ASCII keys not starting with a digit, safe integers, no floats) it takes a fast path
+through ``orjson`` whose output is byte-identical (a property test checks this), and falls
+back to the reference canonicalizer for everything else. :mod:`ledger.typed.records`
+re-exports every public name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+
+from ledger.canonical import canonicalize
+from ledger.errors import RecordError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "canonical_json",
+    "check_timestamp",
+    "fast_ok",
+    "final_id",
+    "format_timestamp",
+    "is_record_id",
+    "new_record_id",
+    "record_sha",
+    "sha256_hex",
+]
+
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+MAX_DEPTH: Final = 32
+ID_RE: Final = re.compile(
+    r"ldg-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+)
+TIMESTAMP_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+
+def fast_ok(value: object, depth: int) -> bool:
+    """True when ``orjson`` with sorted keys is byte-identical to the gh-aw profile.
+
+    That holds for strings, booleans, null, safe integers, lists, and objects whose keys
+    are ASCII and do not start with a digit (JS puts array-index keys first), nested at
+    most 32 deep. Floats always take the reference path.
+    """
+    kind = type(value)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not key.isascii() or key[:1].isdigit():
+                return False
+            if not _leaf_ok(item) and not fast_ok(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            return False
+        items: list[object] = value  # type: ignore[assignment]
+        return all(_leaf_ok(item) or fast_ok(item, depth + 1) for item in items)
+    return _leaf_ok(value)
+
+
+def _leaf_ok(value: object) -> bool:
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return True
+    return kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
+
+
+def canonical_json(value: object) -> str:
+    """The gh-aw canonical JSON text of ``value`` (JS key order and number formatting).
+
+    >>> canonical_json({"b": 1, "10": 1, "2": 1, "a": 1})
+    '{"2":1,"10":1,"a":1,"b":1}'
+
+    Raises :class:`~ledger.errors.CanonicalizationError` for NaN, infinities, unsafe
+    integers, non-string keys, cycles and nesting deeper than 32.
+    """
+    if fast_ok(value, 0):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:
+            pass  # e.g. a lone surrogate: the reference canonicalizer handles it
+    return canonicalize(value, profile="gh-aw")
+
+
+def sha256_hex(text: str) -> str:
+    """Hex SHA-256 of the UTF-8 bytes of ``text`` (lone surrogates kept as JS does)."""
+    return hashlib.sha256(_utf8(text)).hexdigest()
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def record_sha(record: Mapping[str, Any]) -> str:
+    """``"sha256:"`` + hex SHA-256 of the canonical JSON of ``record`` without ``sha``.
+
+    >>> record_sha({"version": 1, "id": "ldg-…", ...})  # doctest: +SKIP
+    'sha256:9f34…'
+    """
+    body = {key: value for key, value in record.items() if key != "sha"}
+    return "sha256:" + sha256_hex(canonical_json(body))
+
+
+def final_id(transaction_id: str, index: int) -> str:
+    """The deterministic record id of request ``index`` of a transaction.
+
+    >>> final_id("tx", 0)
+    'ldg-56f73ce7-225c-46bb-863e-074a5b1a8744'
+    """
+    return "ldg-" + _uuid_shape(sha256_hex(f"{transaction_id}:{index}"))
+
+
+def _uuid_shape(h: str) -> str:
+    variant = (int(h[16:18], 16) & 0x3F) | 0x80
+    return f"{h[0:8]}-{h[8:12]}-4{h[13:16]}-{variant:02x}{h[18:20]}-{h[20:32]}"
+
+
+def new_record_id() -> str:
+    """A random envelope id, ``ldg-<uuid4>``, as the reference writer makes them."""
+    return f"ldg-{uuid.uuid4()}"
+
+
+def is_record_id(value: object) -> bool:
+    """True when ``value`` is a string shaped ``ldg-<uuid4>``."""
+    return isinstance(value, str) and ID_RE.fullmatch(value) is not None
+
+
+def format_timestamp(moment: datetime | str | None = None) -> str:
+    """The envelope timestamp ``YYYY-MM-DDTHH:MM:SS.sssZ`` (UTC, milliseconds).
+
+    >>> format_timestamp(datetime(2026, 1, 1, tzinfo=UTC))
+    '2026-01-01T00:00:00.000Z'
+
+    ``None`` means now; a string must already be in that exact form.
+    """
+    if moment is None:
+        moment = datetime.now(UTC)
+    if isinstance(moment, str):
+        check_timestamp(moment)
+        return moment
+    if moment.tzinfo is None:
+        raise RecordError("record timestamp must be timezone-aware; pass a UTC datetime")
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+_GOOD_TIMESTAMPS: dict[str, None] = {}
+
+
+def check_timestamp(value: object) -> None:
+    if value in _GOOD_TIMESTAMPS:  # one persistence run stamps all its records alike
+        return
+    if not isinstance(value, str) or TIMESTAMP_RE.fullmatch(value) is None:
+        raise RecordError(
+            f"record timestamp {value!r} must be a UTC ISO time with milliseconds, "
+            "like 2026-01-01T00:00:00.000Z",
+        )
+    try:
+        datetime(
+            int(value[0:4]),
+            int(value[5:7]),
+            int(value[8:10]),
+            int(value[11:13]),
+            int(value[14:16]),
+            int(value[17:19]),
+        )
+    except ValueError:
+        raise RecordError(f"record timestamp {value!r} is not a real date and time") from None
+    if len(_GOOD_TIMESTAMPS) > 4096:
+        _GOOD_TIMESTAMPS.clear()
+    _GOOD_TIMESTAMPS[value] = None
