@@ -1,0 +1,285 @@
+"""``Gate``: "no durable record, no action", enforced at the tool boundary.
+
+>>> gate = Gate(SQLiteSink("ledger.db"), policy=Approver(ask_human), safe_tools={"read_file"})
+>>> @gate.tool(safe=True)
+... def read_file(path: str) -> str: ...
+>>> @gate.tool()
+... async def write_file(path: str, text: str) -> int: ...
+>>> with gate.run("tidy the notes", agent_path="planner") as run:
+...     text = read_file(path="notes.txt")                     # finds its run by context
+...     run.call("write_file", {"path": "a", "text": text}, write_file_impl)
+>>> print(sink.chain(run.run_id).why(run.last_call_id))
+
+An effectful (non-safe) tool runs only after the policy allowed it and a self-explaining
+``action`` record was committed by a ``DurableSink``; every denied or blocked attempt is
+recorded as an ``action`` with verdict ``denied``. See :mod:`ledger.gate_run` for runs,
+:mod:`ledger.gate_call` for the flow of one call, :mod:`ledger.gate_policy` for policies,
+:mod:`ledger.gate_redact` for redaction and :mod:`ledger.gate_events` for what each
+event holds.
+
+Decisions worth knowing:
+
+- **Fail closed.** No active run, a sink without ``commit_action``, a failed or refused
+  commit, a policy that raises, a redactor that raises, or any error inside the gate: the
+  tool does not run and the caller gets :class:`~ledger.errors.ToolDenied` with the reason.
+- **Runs live in context variables**, so many runs may be active at once in threads and
+  asyncio tasks, and a decorated tool finds the innermost active run *of its gate*
+  without being passed one. A task created inside a run inherits it; a new thread does
+  not (copy the context, or pass the run). A nested ``gate.run`` is a separate run; the
+  outer run is active again when it exits.
+- **The run's head.** If the ``request`` event cannot be recorded the run still starts
+  (safe tools still run, and ``run.head_recorded`` is false), but every non-safe call
+  first retries writing the request and is denied while that fails: an action must not
+  cite a request the ledger does not have.
+- **Outside a run** a decorated tool (safe or not) is denied; the attempt is recorded
+  best-effort as ``action(denied)`` under its own run id ``"norun-" + ULID``, never under
+  an empty run id.
+- **Safe** means explicitly marked: ``safe_tools`` names or ``@gate.tool(safe=True)``.
+  Safe calls skip the durable commit; their decisions and results are still recorded.
+- Best-effort writes (request, retrieved, gate_decision, denials, tool_result, run_end,
+  abort) never raise into the agent; failures are logged on the ``ledger.gate`` logger.
+  Only the ``action`` commit is on the durable path, and its failure denies the call.
+- **The request event** (chain head) holds the redacted request text as a JSON string in
+  ``args`` and, bounded to 200 characters, in ``preview``. If the request cannot be
+  redacted it is withheld (``"[request withheld: redaction failed]"``) and non-safe calls
+  of the run are denied. Run ids default to a fresh ULID string; ``""`` counts as none.
+- **Call ids**: ``None`` mints ``"call_" + ULID``; a call id reused within a run is denied.
+- **Approvals**: the gate records one ``gate_decision`` per call, the final one: an
+  :class:`Approver`'s answer becomes its verdict, its reason
+  (``"...; approved by <name>: <reason>"``) and its ``label`` (the policy id, the
+  approver's name). The allowed ``action`` repeats the reason and adds the request.
+- **Cancellation**: an ``async with`` block that is cancelled records ``abort`` with
+  reason ``"cancelled"``; any other exception records ``abort`` with
+  ``"<Type>: <message>"`` (redacted). ``CancelledError`` and every exception are
+  re-raised unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
+
+from ledger.errors import DuplicateEvent, ToolDenied
+from ledger.gate_call import denied_error
+from ledger.gate_events import CallState, denial_event, redacted_args
+from ledger.gate_policy import (
+    AllowAll,
+    AllowList,
+    Approver,
+    Decision,
+    DenyNonSafe,
+    Policy,
+    ToolCall,
+)
+from ledger.gate_redact import (
+    REDACTED,
+    Redactor,
+    bounded,
+    no_redaction,
+    redact_secrets,
+    redact_text,
+)
+from ledger.gate_run import Run, active_runs, content_ref, new_call_id
+from ledger.ids import new_event_id
+from ledger.model import Event
+from ledger.sinks.base import DurableSink, Sink
+
+__all__ = [
+    "REDACTED",
+    "AllowAll",
+    "AllowList",
+    "Approver",
+    "Decision",
+    "DenyNonSafe",
+    "Gate",
+    "Policy",
+    "Redactor",
+    "Run",
+    "ToolCall",
+    "ToolDenied",
+    "content_ref",
+    "no_redaction",
+    "redact_secrets",
+    "redact_text",
+]
+
+log = logging.getLogger("ledger.gate")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Gate:
+    """The middleware an agent framework embeds around its tools.
+
+    ``Gate(sink, *, policy=DenyNonSafe(), safe_tools=(), redact=redact_secrets)``.
+    ``sink`` receives every event; non-safe calls need it to be a ``DurableSink``.
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        policy: Policy | None = None,
+        safe_tools: Iterable[str] = (),
+        redact: Redactor = redact_secrets,
+    ) -> None:
+        if not hasattr(sink, "record"):
+            raise TypeError(f"sink must have record(event), got {type(sink).__name__}")
+        if policy is not None and not callable(getattr(policy, "decide", None)):
+            raise TypeError(f"policy must have decide(call), got {type(policy).__name__}")
+        if isinstance(safe_tools, str):
+            raise TypeError("safe_tools: give a collection of tool names, not one string")
+        if not callable(redact):
+            raise TypeError("redact must be a callable value -> value")
+        self.sink = sink
+        self.policy: Policy = policy if policy is not None else DenyNonSafe()
+        self.safe_tools: frozenset[str] = frozenset(safe_tools)
+        self.redact: Redactor = redact
+        self._durable_sink = sink if isinstance(sink, DurableSink) else None
+        self.durable = self._durable_sink is not None
+        self._record_many: Callable[[list[Event]], None] | None = getattr(sink, "record_many", None)
+
+    def __repr__(self) -> str:
+        return f"Gate({self.sink!r}, policy={self.policy!r}, safe_tools={sorted(self.safe_tools)})"
+
+    def run(self, request: str, *, agent_path: str = "", run_id: str | None = None) -> Run:
+        """A new run; enter it with ``with`` or ``async with`` to record its request."""
+        return Run(self, request, agent_path=agent_path, run_id=run_id)
+
+    def current_run(self) -> Run | None:
+        """The innermost run of this gate active in this thread or task, if any."""
+        for run in reversed(active_runs()):
+            if run.gate is self:
+                return run
+        return None
+
+    @overload
+    def tool(self, fn: F, /, *, name: str | None = None, safe: bool = False) -> F: ...
+    @overload
+    def tool(
+        self, fn: None = None, /, *, name: str | None = None, safe: bool = False
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self, fn: F | None = None, /, *, name: str | None = None, safe: bool = False
+    ) -> F | Callable[[F], F]:
+        """Wrap a sync or async tool function so each call goes through the gate.
+
+        >>> @gate.tool(name="write_file")
+        ... def write(path: str, text: str) -> int: ...
+        >>> with gate.run("...") : write(path="a.txt", text="hi")   # gated, recorded
+
+        The call's arguments (positional ones are bound to their parameter names) are the
+        recorded ``args``. Outside a run of this gate the call is denied. ``safe=True``
+        marks a read-only tool (``safe_tools`` names are safe too).
+        """
+        if fn is not None:
+            return self._wrap(fn, name, safe)
+        return lambda f: self._wrap(f, name, safe)
+
+    def _wrap(self, fn: F, name: str | None, safe: bool) -> F:
+        tool_name: str = name or str(getattr(fn, "__name__", "tool"))
+        is_safe = safe or tool_name in self.safe_tools
+        signature = inspect.signature(fn)
+
+        def kwargs_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            if not args:
+                return kwargs
+            return dict(signature.bind(*args, **kwargs).arguments)
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call_args = kwargs_of(args, kwargs)
+                run = self.current_run()
+                if run is None:
+                    raise self._orphan(tool_name, call_args)
+                return await run._acall(tool_name, call_args, fn, None, (), is_safe)
+
+            wrapper: Any = async_wrapper
+        else:
+
+            @functools.wraps(fn)
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call_args = kwargs_of(args, kwargs)
+                run = self.current_run()
+                if run is None:
+                    raise self._orphan(tool_name, call_args)
+                return run._call(tool_name, call_args, fn, None, (), is_safe)
+
+            wrapper = sync_wrapper
+        wrapper.tool_name = tool_name
+        wrapper.safe = is_safe
+        return wrapper  # type: ignore[no-any-return]
+
+    def _orphan(self, tool: str, args: dict[str, Any]) -> ToolDenied:
+        """Deny a call made outside any run, recording it under a run id of its own."""
+        reason = "no active run (no record, no action)"
+        cs = CallState(
+            run_id=f"norun-{new_event_id()}",
+            agent_path="",
+            tool=tool,
+            call_id=new_call_id(),
+            safe=False,
+            preview=bounded(tool),
+        )
+        try:
+            cs.args_json = redacted_args(args, self.redact)
+        except Exception:
+            cs.args_json = "{}"
+        self._write([denial_event(cs, reason)])
+        return denied_error(tool, reason, cs.call_id)
+
+    def _commit(self, action: Event) -> None:
+        """Commit ``action`` durably; raises whatever the sink raises."""
+        if self._durable_sink is None:
+            raise ToolDenied("ledger not durable (no record, no action)", tool=action.tool)
+        self._durable_sink.commit_action(action)
+
+    def _write(self, events: list[Event], *, head: bool = False) -> bool:
+        """Best-effort: store ``events`` (one batch when the sink has ``record_many``).
+        Never raises; returns whether all were stored (a duplicate of the head counts)."""
+        if not events:
+            return True
+        try:
+            if self._record_many is not None and len(events) > 1:
+                self._record_many(events)
+            else:
+                for event in events:
+                    self.sink.record(event)
+            return True
+        except DuplicateEvent:
+            if head:
+                return True
+            ok = len(events) > 1 and self._write_each(events)
+        except Exception as exc:
+            ok = len(events) > 1 and self._write_each(events)
+            if not ok:
+                log.warning(
+                    "ledger: could not record %s for run %s: %s",
+                    "/".join(str(e.kind) for e in events),
+                    events[0].run_id,
+                    exc,
+                )
+        return ok
+
+    def _write_each(self, events: list[Event]) -> bool:
+        ok = True
+        for event in events:
+            try:
+                self.sink.record(event)
+            except DuplicateEvent:
+                pass
+            except Exception as exc:
+                ok = False
+                log.warning(
+                    "ledger: could not record %s %s of run %s: %s",
+                    event.kind,
+                    event.call_id,
+                    event.run_id,
+                    exc,
+                )
+        return ok

@@ -1,0 +1,175 @@
+"""Redaction: what the gate does to ``args``, ``preview`` and ``result`` before anything
+is stored or hashed.
+
+>>> redact_secrets({"path": "a.txt", "api_key": "sk-abc", "note": "Bearer eyJhbGciOi.x.y"})
+{'path': 'a.txt', 'api_key': '[REDACTED]', 'note': 'Bearer [REDACTED]'}
+
+A redactor is any callable ``redact(value) -> value`` over JSON-shaped values (dicts with
+string keys, lists, strings, numbers, booleans, ``None``); the gate first turns arguments
+and results into that shape with :func:`to_jsonable` (unknown objects become their
+``str``), so a redactor sees everything that will be written. If a redactor raises, the
+gate denies the call rather than write a secret (for a result: the result is withheld and
+the failure recorded instead).
+
+:func:`redact_secrets` (the default) masks values under password-like keys (``password``,
+``secret``, ``token``, ``api_key``, ``authorization``, ``private_key``, ``cookie``,
+``credentials``...) and, inside any string: private-key blocks, bearer/basic
+credentials, well-known API key formats (OpenAI/Anthropic ``sk-``, GitHub ``ghp_``/
+``github_pat_``, GitLab, Slack, AWS access key ids, Google ``AIza``, Stripe, npm), JWTs,
+``password=...``-style pairs, and the password of ``scheme://user:password@host`` URLs.
+:func:`no_redaction` turns redaction off explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+__all__ = [
+    "PREVIEW_LIMIT",
+    "REDACTED",
+    "Redactor",
+    "bounded",
+    "no_redaction",
+    "redact_secrets",
+    "redact_text",
+    "to_jsonable",
+]
+
+REDACTED = "[REDACTED]"
+PREVIEW_LIMIT = 200
+"""Maximum length, in characters, of any ``preview`` the gate writes."""
+
+Redactor: TypeAlias = Callable[[Any], Any]
+
+_KEY_SUFFIXES = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "secretkey",
+    "token",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "authorization",
+    "credential",
+    "credentials",
+    "cookie",
+    "sessionid",
+)
+_KEY_NOISE = str.maketrans("", "", "-_. ")
+
+_PRIVATE_KEY = (
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
+    r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|.*\Z)"
+)
+_TOKENS = "|".join(
+    (
+        r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}",
+        r"\bgh[pousr]_[A-Za-z0-9]{20,}",
+        r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+        r"\bglpat-[A-Za-z0-9_\-]{20,}",
+        r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        r"\bAIza[0-9A-Za-z_\-]{35}",
+        r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"\bnpm_[A-Za-z0-9]{36}",
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+    )
+)
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(_PRIVATE_KEY, re.DOTALL), REDACTED),
+    (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]{8,}=*"), r"\1\2" + REDACTED),
+    (re.compile(_TOKENS), REDACTED),
+    (
+        re.compile(
+            r"(?i)(\b(?:password|passwd|passphrase|secret|client[_-]?secret|token|"
+            r"access[_-]?token|api[_-]?key|access[_-]?key)\b[\"']?\s*[:=]\s*)"
+            r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}]+)"
+        ),
+        r"\1" + REDACTED,
+    ),
+    (
+        re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+:)([^@\s/]+)(@)"),
+        r"\1" + REDACTED + r"\3",
+    ),
+)
+# A cheap pre-check on the lowercased text: most strings match none, and skip every regex.
+_HINT = re.compile(
+    r"key|pass|secret|token|bearer|basic|://|sk-|_live_|_test_|gh[pousr]_|github_pat|glpat|"
+    r"xox|akia|asia|aiza|npm_|eyj|private"
+)
+
+
+def sensitive_key(key: str) -> bool:
+    """True when a mapping key names a secret (``api_key``, ``X-Auth-Token``...)."""
+    norm = key.lower().translate(_KEY_NOISE)
+    return norm.endswith(_KEY_SUFFIXES)
+
+
+def redact_text(text: str) -> str:
+    """Mask the secrets found inside one string (see the module docstring)."""
+    if _HINT.search(text.lower()) is None:
+        return text
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_secrets(value: Any) -> Any:
+    """The default redactor: a copy of ``value`` with common secrets masked.
+
+    Strings under a password-like key become ``"[REDACTED]"`` whole (as do containers
+    under such a key); numbers, booleans and ``None`` there are kept (``max_tokens: 100``
+    is not a secret). Every other string is scanned with :func:`redact_text`.
+    """
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and sensitive_key(key) and _maskable(item):
+                out[key] = REDACTED
+            else:
+                out[key] = redact_secrets(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [redact_secrets(item) for item in value]
+    return value
+
+
+def _maskable(item: Any) -> bool:
+    return item is not None and not isinstance(item, bool | int | float)
+
+
+def no_redaction(value: Any) -> Any:
+    """The redactor that changes nothing: ``Gate(sink, redact=no_redaction)``."""
+    return value
+
+
+_INT64 = 1 << 63
+
+
+def to_jsonable(value: Any, _depth: int = 0) -> Any:
+    """``value`` as JSON-shaped data: dict keys become strings, tuples and sets lists,
+    bytes text, integers beyond 64 bits and unknown objects their ``str``."""
+    if value is None or isinstance(value, str | bool | float):
+        return value
+    if isinstance(value, int):
+        return value if -_INT64 <= value < _INT64 else str(value)
+    if _depth > 64:
+        return "[too deeply nested]"
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v, _depth + 1) for v in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def bounded(text: str, limit: int = PREVIEW_LIMIT) -> str:
+    """``text`` cut to at most ``limit`` characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

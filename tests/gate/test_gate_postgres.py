@@ -1,0 +1,62 @@
+"""The gate on a PostgreSQL ledger (skipped unless LEDGER_TEST_POSTGRES_DSN is set): the
+scripted agent end to end, and a hundred concurrent allowed calls in tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ledger.demo import run_scripted_agent
+from ledger.gate import AllowAll, Gate
+from ledger.ids import new_event_id
+from ledger.sinks import PostgresSink
+from ledger.sinks.postgres import engine_url
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_sink() -> Iterator[PostgresSink]:
+    dsn = os.environ.get("LEDGER_TEST_POSTGRES_DSN", "")
+    if not dsn:
+        pytest.skip("PostgreSQL tests need LEDGER_TEST_POSTGRES_DSN=postgresql://user@host/db")
+    schema = f"ledger_gate_{str(new_event_id()).lower()}"
+    sink = PostgresSink.open(dsn, schema=schema)
+    try:
+        yield sink
+    finally:
+        sink.close()
+        engine = sa.create_engine(engine_url(dsn))
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
+
+
+def test_demo_on_postgres(pg_sink: PostgresSink, tmp_path: Path) -> None:
+    result = run_scripted_agent(pg_sink, tmp_path)
+    chain = pg_sink.chain(result.run_id)
+    assert chain.action(result.write_call_id).outcome == "succeeded"
+    assert chain.action(result.shell_call_id).denied
+    assert result.written is not None and result.written.exists()
+
+
+def test_concurrent_calls_on_postgres(pg_sink: PostgresSink) -> None:
+    gate = Gate(pg_sink, policy=AllowAll())
+
+    @gate.tool()
+    async def write(n: int) -> int:
+        return n
+
+    async def agent() -> str:
+        async with gate.run("many writes") as run:
+            assert await asyncio.gather(*(write(n=i) for i in range(100))) == list(range(100))
+            return run.run_id
+
+    chain = pg_sink.chain(asyncio.run(agent()))
+    assert len(chain.actions) == 100 and all(a.outcome == "succeeded" for a in chain.actions)
+    assert chain.anomalies == ()
