@@ -54,9 +54,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One tool call as a policy sees it. ``args`` is a read-only view of the raw
+    """One tool call as a policy sees it: ``ToolCall(tool, args, call_id, run_id, safe)``
+    (positional, as DESIGN.md writes it, or by keyword). ``args`` is a read-only view of the raw
     arguments; ``safe`` is true only for tools explicitly marked safe."""
 
     tool: str
@@ -70,9 +71,10 @@ class ToolCall:
             object.__setattr__(self, "args", MappingProxyType(dict(self.args)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
-    """A policy's answer: ``Decision(verdict="allowed", reason="...", policy_id="p")``.
+    """A policy's answer: ``Decision("allowed", "why", "policy-id")`` or by keyword,
+    ``Decision(verdict="allowed", reason="...", policy_id="p")``.
 
     ``verdict`` accepts the plain strings too; ``reason`` is recorded and shown to the
     caller on a denial; ``policy_id`` names the policy that decided.

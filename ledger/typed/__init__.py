@@ -24,6 +24,7 @@ from ledger.typed.projection import ProjectionFailed, build_projection
 from ledger.typed.query import QueryPage, query_records, query_sql
 from ledger.typed.records import Record, canonical_json, final_id, record_sha
 from ledger.typed.reducers import OperationError, ReplayResult, replay, validate_operation
+from ledger.typed.resolver import LedgerResolver, record_ref
 from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
 from ledger.typed.tools import ToolDefinition, tool_definitions
 from ledger.typed.transactions import normalize_appends
@@ -36,6 +37,7 @@ __all__ = [
     "IntentQueue",
     "LedgerConfig",
     "LedgerDef",
+    "LedgerResolver",
     "OperationError",
     "PersistError",
     "ProjectionFailed",
@@ -58,6 +60,7 @@ __all__ = [
     "plan_compaction",
     "query_records",
     "query_sql",
+    "record_ref",
     "record_sha",
     "replay",
     "replay_order",

@@ -42,9 +42,9 @@ PLAN_KEYS = frozenset(
     }
 )
 ENTRY_KEYS = frozenset({"segment", "sha256", "bytes", "records"})
-_CREATED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$")
-_COMMIT = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_CREATED = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,3})?Z")
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class RejectedPlanError(TypedLedgerError, ValueError):
@@ -78,9 +78,9 @@ def validate_plan(config: LedgerConfig, plan: object) -> None:
     ledger = _ledger(config, plan)
     if plan["trigger"] not in ("scheduled", "requested"):
         raise RejectedPlanError("trigger must be 'scheduled' or 'requested'")
-    if not isinstance(plan["created_at"], str) or not _CREATED.match(plan["created_at"]):
+    if not isinstance(plan["created_at"], str) or not _CREATED.fullmatch(plan["created_at"]):
         raise RejectedPlanError("created_at must be an ISO UTC time")
-    if not isinstance(plan["base_commit"], str) or not _COMMIT.match(plan["base_commit"]):
+    if not isinstance(plan["base_commit"], str) or not _COMMIT.fullmatch(plan["base_commit"]):
         raise RejectedPlanError("base_commit must be 40 or 64 lowercase hex digits")
     sources = _sources(ledger, plan["sources"])
     replacement = plan["replacement"]
@@ -125,14 +125,14 @@ def _entry(ledger: LedgerDef, entry: object, what: str) -> None:
     if not isinstance(entry, Mapping) or set(entry) != ENTRY_KEYS:
         raise RejectedPlanError(f"a {what} has exactly the keys {sorted(ENTRY_KEYS)}")
     segment, digest, size, records = (entry[k] for k in ("segment", "sha256", "bytes", "records"))
-    if not isinstance(segment, str) or not SEGMENT_RE.match(f"{segment}.jsonl"):
+    if not isinstance(segment, str) or not SEGMENT_RE.fullmatch(f"{segment}.jsonl"):
         raise RejectedPlanError(f"{what} segment {segment!r} is not a UUIDv4")
-    if not isinstance(digest, str) or not _DIGEST.match(digest):
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
         raise RejectedPlanError(f"{what} sha256 must be sha256:<64 hex>")
     if type(size) is not int or not 1 <= size <= ledger.max_segment_bytes:
         raise RejectedPlanError(f"{what} bytes must be 1..{ledger.max_segment_bytes}")
     if not isinstance(records, list) or not all(
-        isinstance(sha, str) and _DIGEST.match(sha) for sha in records
+        isinstance(sha, str) and _DIGEST.fullmatch(sha) for sha in records
     ):
         raise RejectedPlanError(f"{what} records must be sha256 digests")
     if any(a >= b for a, b in itertools.pairwise(records)):

@@ -154,7 +154,7 @@ class LedgerConfig:
             raise ConfigError(f"failed to serialize ledger configuration: {exc}") from None
         for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
             text = text.replace(char, escape)  # Go's encoder escapes these
-        encoded = base64.b64encode(text.encode()).decode("ascii")
+        encoded = base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii")
         if len(encoded) > MAX_SERIALIZED_CHARS:
             raise ConfigError(
                 "serialized ledger configuration exceeds the 98304-byte environment limit "
@@ -242,6 +242,7 @@ def parse_config(
     ``base_dir`` is where the search for the repository root starts when a schema is a
     path (default: the current directory). The serialized size limit is checked too.
     """
+    text = isinstance(source, str | os.PathLike)
     if isinstance(source, str):
         try:
             source = yaml.safe_load(source)
@@ -250,7 +251,8 @@ def parse_config(
     if source is None:
         source = {}
     if not isinstance(source, Mapping):
-        raise ConfigError("tools.ledger must be an object")
+        hint = " (pass the YAML text or a mapping, not a file name)" if text else ""
+        raise ConfigError(f"tools.ledger must be an object{hint}")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     if _is_single_form(source):
         ledgers = [_parse_ledger("default", source, base, "tools.ledger")]
@@ -280,12 +282,10 @@ def _definition_shaped(key: object, value: object) -> bool:
 
     ``{type: {}, key: {}}`` names two ledgers; ``{type: log}`` is one ledger's setting.
     """
-    if key in ("type", "key"):
-        return isinstance(value, str)
     if key == "schema":
         return isinstance(value, str | Mapping)
-    if key in _SINGLE_KEYS:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+    if key in _SINGLE_KEYS:  # a scalar, even a wrong one, is a setting (and its error says so)
+        return value is not None and not isinstance(value, Mapping | list)
     return False
 
 
@@ -359,9 +359,7 @@ def _parse_schema(
         raise ConfigError(f"{where}.{ledger_type} does not accept a value schema")
     if isinstance(value, str):
         value = load_schema_file(value, base, f"{where}.schema")
-    check_schema(f"{where}.schema", value)
-    assert isinstance(value, Mapping)
-    return value
+    return check_schema(f"{where}.schema", value)
 
 
 def _kb(raw: Mapping[str, Any], key: str, default: int, where: str) -> int:

@@ -33,7 +33,8 @@ import jsonschema_rs
 
 from ledger.errors import RecordError
 from ledger.typed.config import LedgerConfig
-from ledger.typed.limits import check_shape
+from ledger.typed.limits import check_shape, stringify_bytes
+from ledger.typed.schema import without_surrogates
 from ledger.typed.tools import QUERY_TOOL, tool_definitions
 from ledger.typed.transactions import normalize_appends
 
@@ -123,6 +124,8 @@ class IntentQueue:
             self._requests.clear()
 
     def _request(self, tool_name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not isinstance(tool_name, str):
+            raise RecordError(f"tool name must be a string, not {type(tool_name).__name__}")
         tool = self._tools.get(tool_name)
         if tool is None:
             if tool_name == QUERY_TOOL:
@@ -135,10 +138,8 @@ class IntentQueue:
             )
         args = dict(args)
         check_shape(args)
-        errors = [
-            f"{'/'.join(map(str, e.instance_path)) or '(root)'}: {e.message}"
-            for e in self._validators[tool_name].iter_errors(args)
-        ]
+        stringify_bytes(args)  # JSON only: NaN, bytes, dates... are refused here
+        errors = _errors(self._validators[tool_name], args)
         if errors:
             raise RecordError(f"Invalid {tool_name} arguments: " + "; ".join(errors[:5]))
         if "ledger" not in args:
@@ -151,6 +152,14 @@ class IntentQueue:
                 f"Invalid ledger append batch: at most {MAX_REQUESTS} requests per run"
             )
         normalize_appends(self._config, [*self._requests, request], "local:1")
+
+
+def _errors(validator: jsonschema_rs.Validator, args: dict[str, Any]) -> list[str]:
+    try:
+        found = list(validator.iter_errors(args))
+    except (ValueError, TypeError):  # a lone surrogate: validate it as U+FFFD
+        found = list(validator.iter_errors(without_surrogates(args)))
+    return [f"{'/'.join(map(str, e.instance_path)) or '(root)'}: {e.message}" for e in found]
 
 
 def _to_request(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:

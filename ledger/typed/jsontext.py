@@ -39,6 +39,7 @@ __all__ = [
     "new_record_id",
     "record_sha",
     "sha256_hex",
+    "utf8_len",
 ]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
@@ -46,7 +47,10 @@ MAX_DEPTH: Final = 32
 ID_RE: Final = re.compile(
     r"ldg-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
 )
-TIMESTAMP_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+TIMESTAMP_RE: Final = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.[0-9]{3}Z"
+)
+_MONTH_DAYS: Final = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def fast_ok(value: object, depth: int) -> bool:
@@ -103,6 +107,11 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(_utf8(text)).hexdigest()
 
 
+def utf8_len(text: str) -> int:
+    """UTF-8 byte length as JavaScript measures it (a lone surrogate counts 3 bytes)."""
+    return len(_utf8(text))
+
+
 def _utf8(text: str) -> bytes:
     try:
         return text.encode()
@@ -116,7 +125,11 @@ def record_sha(record: Mapping[str, Any]) -> str:
     >>> record_sha({"version": 1, "id": "ldg-…", ...})  # doctest: +SKIP
     'sha256:9f34…'
     """
-    body = {key: value for key, value in record.items() if key != "sha"}
+    as_dict = getattr(record, "as_dict", None)  # a Record is accepted as well
+    mapping = as_dict() if callable(as_dict) else record
+    if not isinstance(mapping, Mapping):
+        raise RecordError(f"record_sha needs a record mapping, not {type(record).__name__}")
+    body = {key: value for key, value in mapping.items() if key != "sha"}
     return "sha256:" + sha256_hex(canonical_json(body))
 
 
@@ -125,7 +138,16 @@ def final_id(transaction_id: str, index: int) -> str:
 
     >>> final_id("tx", 0)
     'ldg-56f73ce7-225c-46bb-863e-074a5b1a8744'
+
+    ``transaction_id`` must be a string and ``index`` a non-negative integer (the
+    request's position in the whole batch); anything else raises ``RecordError``.
     """
+    if not isinstance(transaction_id, str):
+        raise RecordError(
+            f"transaction_id must be a string like '12345:1', not {type(transaction_id).__name__}"
+        )
+    if type(index) is not int or index < 0:
+        raise RecordError(f"index must be a non-negative integer, not {index!r}")
     return "ldg-" + _uuid_shape(sha256_hex(f"{transaction_id}:{index}"))
 
 
@@ -150,41 +172,55 @@ def format_timestamp(moment: datetime | str | None = None) -> str:
     >>> format_timestamp(datetime(2026, 1, 1, tzinfo=UTC))
     '2026-01-01T00:00:00.000Z'
 
-    ``None`` means now; a string must already be in that exact form.
+    ``None`` means now; a string must already be in that exact form. Anything else
+    raises :class:`~ledger.errors.RecordError`.
     """
     if moment is None:
         moment = datetime.now(UTC)
     if isinstance(moment, str):
         check_timestamp(moment)
         return moment
-    if moment.tzinfo is None:
+    if not isinstance(moment, datetime):
+        raise RecordError(
+            f"record timestamp must be a timezone-aware datetime or a string like "
+            f"2026-01-01T00:00:00.000Z, not {type(moment).__name__}"
+        )
+    if moment.tzinfo is None or moment.utcoffset() is None:
         raise RecordError("record timestamp must be timezone-aware; pass a UTC datetime")
     moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return (
+        f"{moment.year:04d}"
+        + moment.strftime("-%m-%dT%H:%M:%S.")
+        + (f"{moment.microsecond // 1000:03d}Z")
+    )
 
 
 _GOOD_TIMESTAMPS: dict[str, None] = {}
 
 
 def check_timestamp(value: object) -> None:
+    """Refuse anything but a timestamp a JavaScript ``Date`` round-trips exactly.
+
+    That is ``YYYY-MM-DDTHH:MM:SS.sssZ`` with ASCII digits and a real calendar date and
+    time (years 0000..9999; hour 24 and leap seconds are not round-tripped by JS).
+    """
+    if not isinstance(value, str):
+        raise RecordError(
+            f"record timestamp {value!r:.80} must be a string like 2026-01-01T00:00:00.000Z"
+        )
     if value in _GOOD_TIMESTAMPS:  # one persistence run stamps all its records alike
         return
-    if not isinstance(value, str) or TIMESTAMP_RE.fullmatch(value) is None:
+    match = TIMESTAMP_RE.fullmatch(value)
+    if match is None:
         raise RecordError(
-            f"record timestamp {value!r} must be a UTC ISO time with milliseconds, "
+            f"record timestamp {value!r:.80} must be a UTC ISO time with milliseconds, "
             "like 2026-01-01T00:00:00.000Z",
         )
-    try:
-        datetime(
-            int(value[0:4]),
-            int(value[5:7]),
-            int(value[8:10]),
-            int(value[11:13]),
-            int(value[14:16]),
-            int(value[17:19]),
-        )
-    except ValueError:
-        raise RecordError(f"record timestamp {value!r} is not a real date and time") from None
+    year, month, day, hour, minute, second = (int(part) for part in match.groups())
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = 29 if month == 2 and leap else _MONTH_DAYS[month - 1] if 1 <= month <= 12 else 0
+    if not 1 <= day <= days or hour > 23 or minute > 59 or second > 59:
+        raise RecordError(f"record timestamp {value!r} is not a real date and time")
     if len(_GOOD_TIMESTAMPS) > 4096:
         _GOOD_TIMESTAMPS.clear()
     _GOOD_TIMESTAMPS[value] = None

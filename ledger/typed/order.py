@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ledger.errors import RecordError
 from ledger.typed.records import Record
 
 __all__ = ["Ordering", "order_records", "replay_order"]
@@ -42,6 +43,11 @@ def order_records(records: Iterable[Record]) -> Ordering:
     """Order ``records`` (deduplicated by sha, first one kept) into replay waves."""
     by_sha: dict[str, Record] = {}
     for record in records:
+        if not isinstance(record, Record):
+            raise RecordError(
+                f"replay order takes Record objects (from ShardStore.read or Record.from_line), "
+                f"not {type(record).__name__}"
+            )
         by_sha.setdefault(record.sha, record)
     children: dict[str, list[str]] = {}
     waiting: dict[str, int] = {}

@@ -22,8 +22,10 @@ Should a later ledger's append fail, the shards already written by this call are
 again, so a failure leaves the store as it was. The result reports counts, types and per
 request the id, transaction id, operation and status, **never a value**.
 
-Decisions where the reference is silent: ``transactions`` entries also carry ``status``
-(``persisted`` or ``already_present``); raw ledgers report counts only, as upstream. A
+The ``transactions`` entries have exactly the reference's four keys (``id``,
+``transaction_id``, ``operation``, ``validated``), one per request, whether it was
+persisted now or found already present (the counts say how many of each); raw ledgers
+report counts only, as upstream. A
 vote for a missing note raises :class:`InvalidVoteError` whose ``result`` is the
 reference's audit object ``{requested, persisted: 0, rejected: 1, invalid_vote_requests: 1}``.
 Concurrent ``persist`` calls on one store are serialized by an advisory lock on the store's
@@ -250,7 +252,6 @@ def _report(plan: _Plan, transaction_id: str) -> dict[str, Any]:
     }
     if ledger.type is None:
         return entry
-    fresh = {append.index for append in plan.fresh}
     entry["type"] = ledger.type
     entry["transactions"] = [
         {
@@ -258,7 +259,6 @@ def _report(plan: _Plan, transaction_id: str) -> dict[str, Any]:
             "transaction_id": transaction_id,
             "operation": append.operation,
             "validated": True,
-            "status": "persisted" if append.index in fresh else "already_present",
         }
         for append in plan.appends
     ]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import ConfigError, QueryError
-from ledger.typed.config import LedgerConfig
+from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.records import Record, canonical_json
 from ledger.typed.store import ShardStore
 
@@ -56,8 +56,8 @@ MAX_PREDICATES = 8
 MAX_IN = 32
 MAX_PREDICATE_BYTES = 1024
 MAX_SQL_CHARS = 65536
-_PATH = re.compile(r"^payload\.[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*){0,7}$", re.ASCII)
-_CURSOR = re.compile(r"^sha256:[0-9a-f]{64}$")
+_PATH = re.compile(r"payload\.[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*){0,7}", re.ASCII)
+_CURSOR = re.compile(r"sha256:[0-9a-f]{64}")
 _ORDERED = ("gt", "gte", "lt", "lte")
 _OPERATORS = ("eq", "in", "exists", "prefix", *_ORDERED)
 _MISSING = object()
@@ -80,7 +80,7 @@ class _Predicate:
 
 def query_records(
     store: ShardStore,
-    ledger: str,
+    ledger: str | LedgerDef,
     *,
     where: Mapping[str, Any] | None = None,
     limit: int = 100,
@@ -92,10 +92,12 @@ def query_records(
 
         query_records(store, "findings", where={"payload.id": {"prefix": "ldg-"}}, limit=10)
     """
+    if isinstance(ledger, LedgerDef):
+        ledger = ledger.name
     predicates = _parse_where(where)
     if type(limit) is not int or not 1 <= limit <= 500:
         raise QueryError("limit must be an integer from 1 to 500")
-    if after is not None and (not isinstance(after, str) or not _CURSOR.match(after)):
+    if after is not None and (not isinstance(after, str) or not _CURSOR.fullmatch(after)):
         raise QueryError("after must be a sha256:<64 hex> cursor from a previous page")
     try:
         records = sorted(store.read(ledger).records, key=lambda r: r.sha)
@@ -120,7 +122,7 @@ def _parse_where(where: Mapping[str, Any] | None) -> list[_Predicate]:
 
 
 def _parse_predicate(path: object, spec: object) -> _Predicate:
-    if not isinstance(path, str) or not _PATH.match(path):
+    if not isinstance(path, str) or not _PATH.fullmatch(path):
         raise QueryError(f"invalid predicate path {path!r}: use payload.<field>[.<field>...]")
     if not isinstance(spec, Mapping) or len(spec) != 1:
         raise QueryError(f"predicate {path} must have exactly one operator")
@@ -196,6 +198,7 @@ def _compare(op: str, value: object, operand: Any) -> bool:
 
 # --- SQL over a projection ------------------------------------------------------------------
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE})
 _DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
 
@@ -240,6 +243,13 @@ def _run_sql(
 ) -> tuple[list[dict[str, Any]], bool]:
     if not isinstance(sql, str) or not sql.strip() or len(sql) > MAX_SQL_CHARS:
         raise QueryError(f"sql must be one non-empty SELECT of at most {MAX_SQL_CHARS} chars")
+    if not sql.isascii() and _SURROGATE.search(sql):
+        raise QueryError("sql must be valid Unicode text (it holds a lone surrogate)")
+    if not isinstance(projection_path, str | Path):
+        raise QueryError(
+            f"projection_path must be a path (str or Path) to a ledger.db, not "
+            f"{type(projection_path).__name__}"
+        )
     if type(limit) is not int or not 1 <= limit <= 100_000:
         raise QueryError("limit must be an integer from 1 to 100000")
     conn = _open_read_only(Path(projection_path))
@@ -247,7 +257,10 @@ def _run_sql(
         deadline = time.monotonic() + timeout
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
         conn.set_authorizer(_authorize)
-        cursor = conn.execute(sql, params)
+        try:
+            cursor = conn.execute(sql, params)
+        except (ValueError, TypeError, OverflowError) as exc:  # params that cannot bind
+            raise QueryError(f"query parameters cannot be bound: {exc}") from None
         if cursor.description is None:
             raise QueryError("only SELECT statements are allowed")
         names = [col[0] for col in cursor.description]
@@ -264,7 +277,7 @@ def _sql_message(exc: sqlite3.Error, timeout: float) -> str:
     text = str(exc)
     if "interrupted" in text:
         return f"query exceeded the time limit of {timeout:g} s; narrow it or add LIMIT"
-    if "not authorized" in text or "prohibited" in text:
+    if "not authorized" in text or "prohibited" in text or "authorization denied" in text:
         return f"query refused: only read-only SELECT statements are allowed ({text})"
     return f"query failed: {text}"
 

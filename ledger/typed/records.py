@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -82,12 +82,16 @@ class InvalidRecordLine(RecordError):
 # --- the record ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     """One canonical ledger record; ``shard`` and ``offset`` are set when read from disk.
 
-    Construct it by keyword (all seven envelope fields), or with :meth:`new` which
-    computes ``sha`` and checks every envelope rule. Equality ignores the location.
+    Construct it with the seven envelope fields, positionally in the documented order
+    ``Record(version, id, type, timestamp, parents, payload, sha)`` or by keyword
+    (``parents`` may be any sequence; it is kept as a tuple), or with :meth:`new`
+    which computes ``sha`` and checks every envelope rule. Direct construction does not
+    verify anything; :meth:`from_line` and :meth:`from_mapping` do. Equality ignores the
+    location.
     """
 
     version: int
@@ -97,10 +101,18 @@ class Record:
     parents: tuple[str, ...]
     payload: Any
     sha: str
+    _: KW_ONLY
     shard: str | None = field(default=None, compare=False)
     offset: int | None = field(default=None, compare=False)
     line_no: int | None = field(default=None, compare=False, repr=False)
     _line: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        parents: object = self.parents  # a list is welcome; it is kept as a tuple
+        if not isinstance(parents, tuple):
+            if isinstance(parents, str | bytes) or not isinstance(parents, Iterable):
+                raise RecordError("record parents must be a sequence of sha256 strings")
+            object.__setattr__(self, "parents", tuple(parents))
 
     def __hash__(self) -> int:
         return hash(self.sha)
@@ -131,7 +143,9 @@ class Record:
         try:
             text = canonical_json(body)
         except CanonicalizationError as exc:
-            raise RecordError(f"record payload is not canonical JSON: {exc}") from exc
+            raise RecordError(
+                f"Ledger value must be finite, acyclic JSON; the record payload is not: {exc}"
+            ) from exc
         sha = "sha256:" + sha256_hex(text)
         cut = text.rfind(',"timestamp":"')  # the envelope's: only "type" and "version" follow
         return cls._from_body(body, sha, _line=f'{text[:cut]},"sha":"{sha}"{text[cut:]}')
@@ -169,16 +183,21 @@ class Record:
 
     @classmethod
     def from_line(cls, text: str | bytes) -> Record:
-        """Parse one shard line (without its newline); raises :class:`InvalidRecordLine`.
+        """Parse one shard line; raises :class:`InvalidRecordLine` (a ``RecordError``).
 
-        The line must be byte-identical to the canonical JSON of the record.
+        The line must be byte-identical to the canonical JSON of the record. One trailing
+        ``\n`` (as iterating over a shard file yields it) is allowed and ignored.
         """
-        if isinstance(text, bytes):
+        if isinstance(text, bytes | bytearray | memoryview):
             try:
-                text = text.decode()
+                text = bytes(text).decode()
             except UnicodeDecodeError:
                 raise InvalidRecordLine("invalid-envelope", "line is not UTF-8") from None
-        return parse_line(text)
+        if not isinstance(text, str):
+            raise InvalidRecordLine(
+                "invalid-json", f"a record line is text or bytes, not {type(text).__name__}"
+            )
+        return parse_line(text.removesuffix("\n"))
 
     def as_dict(self) -> dict[str, Any]:
         """The record as a plain mapping of its seven envelope keys."""
@@ -258,7 +277,7 @@ def _check_fields(obj: Mapping[str, Any]) -> None:
     if not is_record_id(rid):
         raise InvalidRecordLine("invalid-envelope", f"record id {rid!r} must be ldg-<uuid4>")
     rtype = obj["type"]
-    if not isinstance(rtype, str) or not 1 <= len(rtype) <= 128 or _CONTROL_RE.search(rtype):
+    if not isinstance(rtype, str) or not 1 <= _js_length(rtype) <= 128 or _CONTROL_RE.search(rtype):
         raise InvalidRecordLine(
             "invalid-envelope",
             f"record {rid} type must be a string of 1..128 characters without control characters",
@@ -268,6 +287,13 @@ def _check_fields(obj: Mapping[str, Any]) -> None:
     except RecordError as exc:
         raise InvalidRecordLine("invalid-envelope", f"record {rid}: {exc}") from None
     _check_parents(rid, obj["parents"])
+
+
+def _js_length(text: str) -> int:
+    """``text.length`` in JavaScript: UTF-16 code units (an emoji counts 2)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _check_parents(rid: str, parents: object) -> None:
@@ -300,9 +326,14 @@ def _loads(text: str) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:  # JSON.parse accepts lone surrogate escapes; orjson does not
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise InvalidRecordLine("invalid-json", f"line is not valid JSON: {exc}") from None
+
+
+def _no_constant(name: str) -> None:
+    """``NaN`` and ``Infinity`` are Python's JSON extensions; ``JSON.parse`` refuses them."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def _canonical_record(obj: dict[str, Any]) -> str:

@@ -22,7 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.errors import RecordError, ReplayError
 from ledger.typed.config import LedgerDef
+from ledger.typed.jsontext import utf8_len
 from ledger.typed.order import replay_order
 from ledger.typed.records import MAX_SAFE_INTEGER, Record
 from ledger.typed.reducers_base import (
@@ -187,9 +189,9 @@ class TableReducer(Reducer):
 
     def _sized(self, key: str, row: dict[str, Any]) -> str:
         text = self.check_value(row)
-        if len(text) > MAX_CELL_BYTES // 4 and len(text.encode()) > MAX_CELL_BYTES:
+        if len(text) > MAX_CELL_BYTES // 4 and utf8_len(text) > MAX_CELL_BYTES:
             raise OperationError(
-                f"Replay cell exceeds size limit: row {key!r} is {len(text.encode())} bytes "
+                f"Replay cell exceeds size limit: row {key!r} is {utf8_len(text)} bytes "
                 f"(at most {MAX_CELL_BYTES})",
             )
         return text
@@ -326,7 +328,14 @@ def replay(
     The records are put in canonical replay order first unless ``ordered=True`` says
     they already are (as ``ShardStore.read`` returns them).
     """
-    items = list(records) if ordered else replay_order(records)
+    if not isinstance(ledger, LedgerDef):
+        raise ReplayError(f"replay needs a LedgerDef (config[name]), not {type(ledger).__name__}")
+    try:
+        items = list(records) if ordered else replay_order(records)
+    except TypeError:
+        raise ReplayError("replay needs an iterable of Record objects") from None
+    except RecordError as exc:
+        raise ReplayError(str(exc)) from None
     if ledger.type is None:
         return _replay_raw(ledger, items, strict)
     reducer = make_reducer(ledger.type, schema=ledger.schema, key=ledger.key)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ledger.errors import CanonicalizationError, RecordError, ReplayError
+from ledger.typed.jsontext import utf8_len
 from ledger.typed.records import MAX_SAFE_INTEGER, Record, canonical_json
 from ledger.typed.schema import compile_schema, first_error
 
@@ -118,9 +119,7 @@ def check_operation(ledger_type: str, payload: object) -> str:
             f"{sorted(required | {'operation'})} (got {sorted(keys)})",
         )
     payload_id = payload.get("id")
-    if payload_id is not None and (
-        not isinstance(payload_id, str) or len(payload_id.encode()) > 128
-    ):
+    if payload_id is not None and (not isinstance(payload_id, str) or utf8_len(payload_id) > 128):
         raise OperationError("Invalid ledger operation fields: id must be a string of ≤128 bytes")
     return operation
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ledger.typed.jsontext import utf8_len
 from ledger.typed.records import Record, canonical_json
 from ledger.typed.reducers_base import OperationError, Reducer, TableSpec, safe_integer
 
@@ -79,12 +80,25 @@ NOTES_SPECS: Final = (
 )
 
 
+#: What JavaScript's ``String.prototype.trim`` removes (WhiteSpace and LineTerminator);
+#: Python's ``str.strip()`` differs (it strips U+001C..U+001F and U+0085, keeps U+FEFF).
+JS_WHITESPACE: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def _nonblank(value: object) -> bool:
+    """A string that is not empty after JavaScript's ``trim()``."""
+    return isinstance(value, str) and bool(value.strip(JS_WHITESPACE))
+
+
 def _bounded_bytes(value: object, limit: int) -> bool:
-    return isinstance(value, str) and bool(value.strip()) and len(value.encode()) <= limit
+    return _nonblank(value) and utf8_len(str(value)) <= limit
 
 
 def _check_reason(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_REASON_CHARS:
+    if not isinstance(value, str) or not _nonblank(value) or len(value) > MAX_REASON_CHARS:
         raise OperationError(
             f"{what} reason must be a nonempty bounded string (at most "
             f"{MAX_REASON_CHARS} characters)",
@@ -93,7 +107,7 @@ def _check_reason(value: object, what: str) -> str:
 
 
 def _path_ok(path: object) -> bool:
-    if not isinstance(path, str) or not path.strip():
+    if not isinstance(path, str) or not _nonblank(path):
         return False
     if _PATH_BAD_RE.search(path) or _SCHEME_RE.match(path):
         return False
@@ -117,7 +131,7 @@ def check_citation(citation: object) -> dict[str, Any]:
     )
     if not isinstance(citation, dict):
         raise invalid
-    if len(canonical_json(citation).encode()) > MAX_CITATION_BYTES:
+    if utf8_len(canonical_json(citation)) > MAX_CITATION_BYTES:
         raise OperationError(f"Note citation exceeds size limit of {MAX_CITATION_BYTES} bytes")
     if citation.get("type") != "repository" or not citation.keys() <= _CITATION_KEYS:
         raise invalid
@@ -155,7 +169,7 @@ def _check_vote(payload: Mapping[str, Any]) -> None:
     if (
         not isinstance(note_id, str)
         or not note_id
-        or len(note_id.encode()) > MAX_NOTE_ID_BYTES
+        or utf8_len(note_id) > MAX_NOTE_ID_BYTES
         or payload["vote"] not in ("up", "down")
     ):
         raise OperationError(

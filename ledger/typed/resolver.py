@@ -43,16 +43,21 @@ def record_ref(record: Record) -> Ref:
 class LedgerResolver:
     """Resolves ``Ref(source="ledger", ...)`` against a :class:`ShardStore` for ``verify_refs``.
 
-    ``config_or_names`` is a ``LedgerConfig`` or the names of the ledgers to search.
+    ``config_or_names`` is a ``LedgerConfig`` or the names of the ledgers to search;
+    omitted, the store's own config is used, or else every ledger present on disk.
     """
 
     sources: Collection[RefSource] = frozenset({RefSource.LEDGER})
 
     def __init__(
-        self, store: ShardStore, config_or_names: LedgerConfig | Iterable[str] | str
+        self,
+        store: ShardStore,
+        config_or_names: LedgerConfig | Iterable[str] | str | None = None,
     ) -> None:
         self._store = store
-        self._names = _names(config_or_names)
+        if config_or_names is None and store.config is not None:
+            config_or_names = store.config
+        self._fixed = None if config_or_names is None else _names_of(config_or_names)
         self._index: dict[str, str] | None = None
         self._seen: tuple[tuple[str, ...], ...] = ()
         self._lock = threading.Lock()
@@ -75,13 +80,17 @@ class LedgerResolver:
         with self._lock:
             self._index = None
 
+    @property
+    def _names(self) -> tuple[str, ...]:
+        return self._fixed if self._fixed is not None else tuple(self._store.names())
+
     def _layout(self) -> tuple[tuple[str, ...], ...]:
         """The shard file names of every ledger: they change whenever records are added."""
         layout = []
         for name in self._names:
             directory = self._store.shard_dir(name)
             files = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
-            layout.append(tuple(files))
+            layout.append((name, *files))
         return tuple(layout)
 
     def _build(self) -> dict[str, str]:
@@ -98,7 +107,7 @@ class LedgerResolver:
         return by_payload | by_envelope
 
 
-def _names(config_or_names: LedgerConfig | Iterable[str] | str) -> tuple[str, ...]:
+def _names_of(config_or_names: LedgerConfig | Iterable[str] | str) -> tuple[str, ...]:
     if isinstance(config_or_names, LedgerConfig):
         return config_or_names.names
     if isinstance(config_or_names, str):

@@ -31,6 +31,7 @@ __all__ = [
     "compile_schema",
     "first_error",
     "load_schema_file",
+    "without_surrogates",
 ]
 
 MAX_SCHEMA_BYTES: Final = 1_048_576
@@ -40,29 +41,33 @@ _SCHEMA_PATH_FORBIDDEN: Final = re.compile(r"[\\${}]")
 Validator = jsonschema_rs.Draft202012Validator
 
 
-def check_schema(where: str, schema: object) -> None:
-    """Refuse a value schema that the reference's compiler would refuse.
+def check_schema(where: str, schema: object) -> dict[str, Any]:
+    """Refuse a value schema that the reference's compiler would refuse; return it as JSON.
 
-    ``where`` names the setting, e.g. ``"tools.ledger.findings.schema"``.
+    ``where`` names the setting and ends in ``schema``, e.g.
+    ``"tools.ledger.findings.schema"``, so messages read "...schema is too deeply nested"
+    as the reference's do. The schema
+    returned is plain JSON (YAML's non-string keys became strings, tuples lists).
     """
     if not isinstance(schema, Mapping):
         raise ConfigError(f"{where} must contain a JSON Schema object")
     try:
         text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        schema = json.loads(text)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{where} cannot be serialized as JSON: {exc}") from None
+    assert isinstance(schema, dict)
     if len(text.encode("utf-8", "surrogatepass")) > MAX_SCHEMA_BYTES:
-        raise ConfigError(f"{where} schema exceeds the maximum size of {MAX_SCHEMA_BYTES} bytes")
+        raise ConfigError(f"{where} exceeds the maximum size of {MAX_SCHEMA_BYTES} bytes")
     if _depth(schema) > MAX_SCHEMA_DEPTH:
-        raise ConfigError(f"{where} schema is too deeply nested (at most {MAX_SCHEMA_DEPTH})")
+        raise ConfigError(f"{where} is too deeply nested (at most {MAX_SCHEMA_DEPTH} levels)")
     if _has_expression(schema):
-        raise ConfigError(
-            f"{where} schema cannot contain GitHub expressions (remove every '${{{{')"
-        )
+        raise ConfigError(f"{where} cannot contain GitHub expressions (remove every '${{{{')")
     try:
         compile_schema(schema)
     except ConfigError as exc:
         raise ConfigError(f"{where} {exc}") from None
+    return schema
 
 
 def load_schema_file(path: str, base: Path, where: str) -> object:
@@ -86,7 +91,7 @@ def load_schema_file(path: str, base: Path, where: str) -> object:
     root = _repository_root(base, where, path)
     try:
         target = (root / path).resolve(strict=True)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: not encodable
         raise ConfigError(f"{where} cannot resolve {path!r}: {exc}") from None
     if not target.is_relative_to(root):
         raise ConfigError(f"{where} {path!r} must resolve inside the repository")
@@ -162,10 +167,40 @@ def _no_remote_references(uri: str, /) -> dict[str, Any]:
 
 
 def first_error(validator: Validator, value: object) -> str | None:
-    """``None`` when ``value`` is valid, else ``"<path|(root)> <message>"``."""
+    """``None`` when ``value`` is valid, else ``"<path|(root)> <message>"``.
+
+    A lone surrogate (legal in a JavaScript string, so in a ledger record) is validated
+    as U+FFFD, which has the same length in code points. A value that is not JSON at all
+    raises :class:`~ledger.errors.CanonicalizationError`.
+    """
+    try:
+        return _first_error(validator, value)
+    except (ValueError, TypeError):
+        pass
+    try:
+        return _first_error(validator, without_surrogates(value))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise CanonicalizationError(f"value cannot be validated as JSON: {exc}") from None
+
+
+def _first_error(validator: Validator, value: object) -> str | None:
     if validator.is_valid(value):
         return None
     for error in validator.iter_errors(value):
         path = "/" + "/".join(str(part) for part in error.instance_path)
         return f"{path if error.instance_path else '(root)'} {error.message}"
     return "(root) value is invalid"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(value: object) -> object:
+    """``value`` with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_surrogates(item) for item in value]
+    return value

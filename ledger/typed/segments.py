@@ -85,7 +85,7 @@ def load_segments(store: ShardStore, name: str) -> dict[str, Segment]:
         return {}
     segments: dict[str, Segment] = {}
     for path in sorted(directory.iterdir()):
-        match = SEGMENT_RE.match(path.name)
+        match = SEGMENT_RE.fullmatch(path.name)
         if match is None:
             continue
         info = path.lstat()

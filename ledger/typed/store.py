@@ -29,7 +29,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -59,9 +59,12 @@ SHARD_NAME_RE: Final = re.compile(
 DEFAULT_SEGMENT_BYTES: Final = 100 * 1024
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
-    """One problem found while reading a ledger; ``line`` is 1-based."""
+    """One problem found while reading a ledger; ``line`` is 1-based.
+
+    ``Diagnostic(code, file, line, id, detail)``, positionally or by keyword.
+    """
 
     code: str
     file: str | None = None
@@ -259,7 +262,7 @@ class ShardStore:
     def append(
         self,
         name: str,
-        payloads: Sequence[Any],
+        payloads: Iterable[Any],
         *,
         timestamp: datetime | str | None = None,
         ids: Sequence[str] | None = None,
@@ -276,6 +279,12 @@ class ShardStore:
         one before. Raises :class:`RecordError` when the ledger has diagnostics (it
         must be repaired first) or more than 64 heads.
         """
+        if isinstance(payloads, Mapping | str | bytes) or not isinstance(payloads, Iterable):
+            raise RecordError(
+                "append takes a list of payloads (one record each); wrap a single payload "
+                f"in a list: append({name!r}, [payload])"
+            )
+        payloads = list(payloads)
         if ids is not None and len(ids) != len(payloads):
             raise RecordError(f"append got {len(payloads)} payloads but {len(ids)} ids")
         if not payloads:

@@ -48,7 +48,7 @@ __all__ = [
 
 MAX_REQUESTS = 100
 MAX_ARTIFACT_BYTES = 12 * 1024 * 1024
-_TEMP_ID = re.compile(r"^#?[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_TEMP_ID = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _TYPED_KEYS = frozenset(
     {
         "ledger",
@@ -189,7 +189,10 @@ def check_raw_record(ledger: LedgerDef, record: Mapping[str, Any]) -> None:
     if ledger.schema is not None:
         problem = first_error(compile_schema(ledger.schema), record)
         if problem is not None:
-            raise RecordError(f"Ledger record does not match schema: {problem}")
+            raise RecordError(
+                f"Ledger record does not match schema: {problem} (it does not match "
+                f"configured schema of ledger {ledger.name!r}; fix the record)"
+            )
 
 
 def _check_reserved(record: Mapping[str, Any], *, raw: bool) -> None:
@@ -210,7 +213,7 @@ def _temp_id(request: Mapping[str, Any]) -> str | None:
     if "temp_id" not in request:
         return None
     value = request["temp_id"]
-    if not isinstance(value, str) or not _TEMP_ID.match(value):
+    if not isinstance(value, str) or not _TEMP_ID.fullmatch(value):
         raise RecordError(f"Invalid or duplicate temporary ID {value!r}")
     return value.removeprefix("#")
 

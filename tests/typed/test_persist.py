@@ -45,7 +45,6 @@ def test_typed_result_reports_ids_and_operations_never_values(tmp_path: Path) ->
             "transaction_id": "12345:1",
             "operation": "add",
             "validated": True,
-            "status": "persisted",
         }
     ]
     assert (entry["requested"], entry["persisted"], entry["rejected"]) == (1, 1, 0)
