@@ -1,0 +1,173 @@
+"""The sink roles (``Sink``, ``DurableSink``, ``Reader``) and the action validation.
+
+Durability is a capability of the type, as in the reference: a sink either has
+``commit_action`` or it does not, so a gate asks ``isinstance(sink, DurableSink)``::
+
+    >>> from ledger.sinks import DiscardSink, DurableSink
+    >>> isinstance(DiscardSink(), DurableSink)
+    False
+
+``validate_action(event)`` is the one definition of a self-explaining action, shared by
+every durable sink (and usable by a gate before it commits)::
+
+    validate_action(event)   # raises NotSelfExplaining(problems=[...]) naming every gap
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+
+from ulid import ULID
+
+from ledger.errors import NotSelfExplaining, ValidationError
+from ledger.model import Event, Kind, Verdict
+
+if TYPE_CHECKING:
+    from ledger.chain import Chain
+
+__all__ = ["DurableSink", "Reader", "RunSummary", "Sink", "validate_action"]
+
+_KNOWN_SOURCES = "tool, memory, ledger"
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where events go. ``record`` is the observation path; safe for many threads."""
+
+    def record(self, event: Event) -> None:
+        """Store or forward ``event``; raise on failure (the caller decides to swallow)."""
+        ...
+
+    def close(self) -> None:
+        """Release the sink's resources; idempotent. Writes after close raise SinkClosed."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class DurableSink(Sink, Protocol):
+    """A sink that can promise a record is durable before an action runs."""
+
+    def commit_action(self, event: Event) -> None:
+        """Validate ``event`` (see :func:`validate_action`), then persist it durably.
+
+        Returns only once the record would survive a crash of this process (see each
+        sink's durability notes). Raises ``NotSelfExplaining`` (nothing stored),
+        ``DuplicateEvent`` (the stored one unchanged) or ``StorageError``.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One run, as ``Reader.runs()`` reports it.
+
+    ``actions`` counts ``action`` events; ``denials`` counts denied calls (events with
+    verdict ``denied``, one per call id when they carry one); ``errors`` counts events
+    with a non-empty ``err``; ``ended`` is true when a ``run_end`` or ``abort`` was seen.
+    """
+
+    run_id: str
+    first_time: datetime
+    last_time: datetime
+    events: int
+    actions: int
+    denials: int
+    errors: int
+    ended: bool
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """Reads a store back: by id, by run, filtered streams, run summaries."""
+
+    def get(self, event_id: ULID | str) -> Event:
+        """The event with this id; ``EventNotFound`` when absent."""
+        ...
+
+    def chain(self, run_id: str) -> Chain:
+        """The run's events in commit order, assembled by ``assemble_chain``."""
+        ...
+
+    def events(
+        self,
+        *,
+        run_id: str | None = None,
+        kind: Kind | str | None = None,
+        tool: str | None = None,
+        verdict: Verdict | str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: ULID | str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """Matching events in commit order, streamed in pages."""
+        ...
+
+    def runs(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> Iterator[RunSummary]:
+        """One summary per run, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release the reader's resources; idempotent."""
+        ...
+
+
+def validate_action(event: Event) -> None:
+    """Raise ``NotSelfExplaining`` unless ``event`` is an action that explains itself.
+
+    >>> validate_action(Event(kind="prompt"))  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ledger.errors.NotSelfExplaining: action record not self-explaining: kind is ...
+
+    The rules (every broken one is named, not only the first): kind ``action``; a run id,
+    a call id and a tool; ``args`` a JSON object; verdict ``allowed``; at least one ref
+    with a known source (tool, memory, ledger) and a non-empty id.
+    """
+    if not isinstance(event, Event):
+        raise ValidationError(f"expected an Event, got {type(event).__name__}")
+    problems: list[str] = []
+    if event.kind is not Kind.ACTION:
+        problems.append(f"kind is {str(event.kind)!r}, must be 'action'")
+    for name in ("run_id", "call_id", "tool"):
+        if not getattr(event, name):
+            problems.append(f"{name} is empty")
+    args = event.args
+    if args is None:
+        problems.append("args is missing (must be a JSON object)")
+    elif not args.lstrip().startswith("{"):
+        # Event guarantees args is JSON text, so a leading brace means an object.
+        problems.append(f"args must be a JSON object, got {args[:40]!r}")
+    if event.verdict is not Verdict.ALLOWED:
+        shown = "missing" if event.verdict is None else repr(str(event.verdict))
+        problems.append(f"verdict is {shown}, must be 'allowed'")
+    problems.extend(_ref_problems(event))
+    if problems:
+        raise NotSelfExplaining(problems)
+
+
+def _ref_problems(event: Event) -> list[str]:
+    if not event.refs:
+        return [f"refs is empty: give at least one ref with a source ({_KNOWN_SOURCES}) and an id"]
+    if any(ref.known_source and ref.id for ref in event.refs):
+        return []
+    shown = ", ".join(f"(source {str(r.source)!r}, id {r.id!r})" for r in event.refs[:3])
+    return [f"no ref has a known source ({_KNOWN_SOURCES}) and a non-empty id: {shown}"]

@@ -1,0 +1,43 @@
+"""``DiscardSink``: the explicit "recording off" switch.
+
+>>> with DiscardSink() as sink:
+...     sink.record(Event(kind="prompt"))
+
+It drops every event and promises nothing. It is deliberately not a ``DurableSink`` (it
+has no ``commit_action``), so a gate in front of it denies every non-safe action.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from ledger.model import Event
+
+__all__ = ["DiscardSink"]
+
+
+class DiscardSink:
+    """A sink that drops everything; ``record`` never fails, even after ``close``."""
+
+    __slots__ = ()
+
+    def record(self, event: Event) -> None:
+        """Drop ``event``."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "DiscardSink()"

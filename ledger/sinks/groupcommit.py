@@ -1,0 +1,164 @@
+"""Group commit by leader and followers, without a dedicated thread.
+
+A caller submits its item and waits. If no write is in progress it becomes the leader:
+it takes every item waiting at that moment (its own included), writes them in one
+transaction with ``write_batch``, then wakes everyone. Callers arriving meanwhile queue
+up and the next leader takes them all together. One caller alone pays no thread handoff;
+many callers share a transaction and an fsync::
+
+    committer = GroupCommitter(write_batch)   # write_batch(items) -> [error or None, ...]
+    committer.submit(lambda: make_row(event)) # returns once the commit holding it is done
+
+The item is built by the callable *after* the caller has announced itself, so a leader
+that knows callers are about to arrive waits for them (at most ``gather`` seconds)
+instead of committing a batch of one and leaving them for the next fsync; it also waits
+(as long) for as many callers as its previous batch held, since under steady concurrency
+they are on their way back. A lone caller never waits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from ledger.errors import SinkClosed, StorageError
+
+__all__ = ["GroupCommitter"]
+
+T = TypeVar("T")
+WriteBatch = Callable[[list[T]], Sequence[BaseException | None]]
+
+
+class _Ticket(Generic[T]):
+    """One caller's item; ``wake`` is released once: when it is done, or when it must
+    lead the next batch."""
+
+    __slots__ = ("done", "error", "item", "wake")
+
+    def __init__(self, item: T) -> None:
+        self.item = item
+        self.done = False
+        self.error: BaseException | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
+class GroupCommitter(Generic[T]):
+    """Batch concurrent submissions into shared transactions.
+
+    ``write_batch(items)`` writes all items in one transaction and returns one entry per
+    item: None when it is committed, or the exception for that item alone (its part was
+    rolled back). If ``write_batch`` raises, every item of the batch fails.
+
+    One caller leads at a time. A follower sleeps on its own ticket's lock; the leader
+    releases it when its item is done, or hands it the leadership when it is first in
+    line for the next batch, so no thread is woken for nothing.
+    """
+
+    def __init__(
+        self, write_batch: WriteBatch[T], *, max_batch: int = 512, gather: float = 0.0005
+    ) -> None:
+        self._write = write_batch
+        self._max = max_batch
+        self._gather = gather
+        self._lock = threading.Lock()
+        self._arrival_cv = threading.Condition(self._lock)
+        self._idle_cv = threading.Condition(self._lock)
+        self._pending: list[_Ticket[T]] = []
+        self._arriving = 0
+        self._last_batch = 1
+        self._leading = False
+        self._closed = False
+
+    def submit(self, make: Callable[[], T]) -> None:
+        """Build the item with ``make()``, write it in the next group commit, and raise
+        its error if it failed (errors of ``make`` itself propagate, nothing written)."""
+        with self._lock:
+            if self._closed:
+                raise SinkClosed("the sink is closed; open a new one to write")
+            self._arriving += 1
+        try:
+            ticket = _Ticket(make())
+        except BaseException:
+            with self._lock:
+                self._arriving -= 1
+                self._idle_cv.notify_all()
+            raise
+        with self._lock:
+            self._arriving -= 1
+            self._pending.append(ticket)
+            lead = not self._leading
+            if lead:
+                self._leading = True
+            else:
+                self._arrival_cv.notify()
+        if not lead:
+            ticket.wake.acquire()  # done, or our turn to lead
+        while not ticket.done:
+            self._lead()
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _lead(self) -> None:
+        """Write one batch (this thread holds the leadership), then wake its callers and
+        hand the leadership to the first caller still waiting, if any."""
+        with self._lock:
+            # Wait (briefly) for callers already building their item, and for as many
+            # callers as the last batch held: under steady concurrency they are on their
+            # way back, and one fsync for all beats one each. A lone caller never waits.
+            target = min(self._max, max(self._last_batch, len(self._pending) + self._arriving))
+            deadline = time.monotonic() + self._gather
+            while len(self._pending) < target:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._arrival_cv.wait(left)
+            batch, self._pending = self._pending[: self._max], self._pending[self._max :]
+            self._last_batch = len(batch)
+        try:
+            self._run(batch)
+        finally:
+            with self._lock:
+                successor = self._pending[0] if self._pending else None
+                if successor is None:
+                    self._leading = False
+                    self._idle_cv.notify_all()
+            for t in batch:  # every wake is still held: each is released exactly once
+                t.wake.release()
+            if successor is not None:
+                successor.wake.release()
+
+    def _run(self, batch: list[_Ticket[T]]) -> None:
+        try:
+            errors = self._write([t.item for t in batch])
+        except BaseException as exc:  # the whole transaction failed: every caller hears
+            for i, t in enumerate(batch):
+                t.error, t.done = exc if i == 0 else _copy(exc), True
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if len(errors) != len(batch):  # pragma: no cover - a write_batch bug
+            errors = [StorageError("group commit lost track of a record")] * len(batch)
+        for t, err in zip(batch, errors, strict=True):
+            t.error, t.done = err, True
+
+    def close(self) -> None:
+        """Refuse new submissions and let the writes already queued finish."""
+        with self._lock:
+            self._closed = True
+            while self._leading or self._pending or self._arriving:
+                self._idle_cv.wait(0.05)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+
+def _copy(exc: BaseException) -> BaseException:
+    """A separate exception per waiting thread (one instance must not be raised twice)."""
+    copy = StorageError(f"the group commit holding this record failed: {exc}")
+    copy.__cause__ = exc
+    return copy

@@ -1,0 +1,355 @@
+"""The SQL sinks' shared SQLAlchemy Core schema, row mapping and read queries.
+
+One table, ``events`` (changed only through the Alembic revisions in
+``ledger/migrations``)::
+
+    seq           integer primary key   insertion sequence == commit order (see below)
+    event_id      text, unique          the ULID, 26 characters
+    run_id        text                  '' when the event has none
+    call_id       text                  '' when the event has none
+    kind, tool    text                  tool '' when unset
+    verdict       text, nullable
+    time_us       bigint                event time, Unix microseconds (UTC)
+    has_err       boolean               the event carries a non-empty ``err``
+    event_json    text                  ``event.to_json()`` exactly as written: the truth
+    content_hash  text, nullable        ``sha256:`` of the RFC 8785 form of that JSON
+
+Indexes: ``(run_id, seq)`` for ``chain``/``events(run_id=)``/``runs``, ``(time_us)``
+for time-ranged reports, ``(tool, time_us)`` and ``(kind, time_us)`` for lookups.
+
+Reading: ``chain`` and ``events`` order rows by ``seq``, never by producer time (the
+reference's ``ts``-then-id order could disagree with what happened, its defect 7).
+Every sink guarantees that ``seq`` order is commit order, so a reader tailing with
+``events(after=...)`` never skips a row that committed late.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from ulid import ULID
+
+from ledger.canonical import sha256_of
+from ledger.chain import Chain, assemble_chain
+from ledger.errors import CanonicalizationError, CorruptRecord, EventNotFound, ValidationError
+from ledger.ids import coerce_event_id
+from ledger.model import Event, Kind, Verdict
+from ledger.sinks.base import RunSummary
+from ledger.timefmt import coerce_time
+
+__all__ = [
+    "COLUMNS",
+    "PAGE_SIZE",
+    "SQLReader",
+    "event_row",
+    "events_table",
+    "parse_row",
+]
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 500
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ZERO_TEXT = "0" * 26
+_MICRO = timedelta(microseconds=1)
+_ID_PREFIX = '{"event_id":"'
+COLUMNS = (
+    "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err",
+    "event_json", "content_hash",
+)  # fmt: skip
+
+
+def events_table(schema: str | None = None) -> sa.Table:
+    """The ``events`` table as Core metadata (in ``schema`` when given)."""
+    md = sa.MetaData(schema=schema)
+    return sa.Table(
+        "events",
+        md,
+        sa.Column(
+            "seq",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            primary_key=True,
+            autoincrement=True,
+        ),
+        sa.Column("event_id", sa.String(26), nullable=False),
+        sa.Column("run_id", sa.Text(), nullable=False),
+        sa.Column("call_id", sa.Text(), nullable=False),
+        sa.Column("kind", sa.Text(), nullable=False),
+        sa.Column("tool", sa.Text(), nullable=False),
+        sa.Column("verdict", sa.Text(), nullable=True),
+        sa.Column("time_us", sa.BigInteger(), nullable=False),
+        sa.Column("has_err", sa.Boolean(), nullable=False),
+        sa.Column("event_json", sa.Text(), nullable=False),
+        sa.Column("content_hash", sa.Text(), nullable=True),
+        sa.UniqueConstraint("event_id", name="uq_events_event_id"),
+        sa.Index("ix_events_run_seq", "run_id", "seq"),
+        sa.Index("ix_events_time", "time_us"),
+        sa.Index("ix_events_tool_time", "tool", "time_us"),
+        sa.Index("ix_events_kind_time", "kind", "time_us"),
+    )
+
+
+def to_micros(value: datetime) -> int:
+    """``value`` (aware) as Unix microseconds."""
+    return (coerce_time(value) - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_micros(value: int) -> datetime:
+    """Unix microseconds as an aware UTC datetime."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def content_hash(event_json: str) -> str | None:
+    """``sha256:`` of the RFC 8785 form of ``event_json``; None when it has no such form
+    (an integer beyond 2^53 in args, say): the event is still stored, unhashed."""
+    try:
+        return sha256_of(orjson.loads(event_json), profile="rfc8785")
+    except (CanonicalizationError, orjson.JSONDecodeError) as exc:
+        log.warning("event stored without a content hash: %s", exc)
+        return None
+
+
+def event_row(event: Event) -> tuple[Any, ...]:
+    """The row values for ``event``, in :data:`COLUMNS` order.
+
+    Refuses a zero ULID (``ValidationError``): an id that cannot identify anything.
+    """
+    if not isinstance(event, Event):
+        raise ValidationError(f"expected an Event, got {type(event).__name__}")
+    text = event.to_json()
+    # to_json always writes the id first: '{"event_id":"<26 chars>"...' (saves a str()).
+    event_id = text[13:39] if text.startswith(_ID_PREFIX) else str(event.event_id)
+    if event_id == _ZERO_TEXT:
+        raise ValidationError("event_id: the zero ULID is refused; give a fresh new_event_id()")
+    verdict = None if event.verdict is None else event.verdict.value
+    micros = (event.time - _EPOCH) // _MICRO  # Event guarantees an aware UTC time
+    return (
+        event_id, event.run_id, event.call_id, event.kind.value, event.tool,
+        verdict, micros, bool(event.err), text, content_hash(text),
+    )  # fmt: skip
+
+
+def row_dicts(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Rows as ``{column: value}`` mappings, for Core ``insert``."""
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+
+
+def parse_row(seq: int, event_id: str, text: str | bytes) -> Event:
+    """Decode one stored row; ``CorruptRecord`` naming the row when it does not parse."""
+    try:
+        event = Event.from_json(text)
+    except ValidationError as exc:
+        raise CorruptRecord(
+            f"events row seq={seq} (event_id {event_id}) does not parse as an event: {exc}; "
+            "the stored JSON was changed outside the ledger"
+        ) from None
+    stored_id = text[13:39] if isinstance(text, str) and text.startswith(_ID_PREFIX) else ""
+    if stored_id != event_id and str(event.event_id) != event_id:
+        raise CorruptRecord(
+            f"events row seq={seq}: column event_id {event_id} disagrees with the stored "
+            f"JSON's {event.event_id}; the row was changed outside the ledger"
+        )
+    return event
+
+
+def _member(enum: type[Kind] | type[Verdict], value: str, name: str) -> str:
+    try:
+        return str(enum(value).value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise ValidationError(f"{name}: {value!r} is not one of {allowed}") from None
+
+
+class SQLReader:
+    """The read path shared by the SQL sinks.
+
+    Subclasses set ``_table`` and implement ``_reading()`` (a context manager giving a
+    connection for one query) and may override ``_page_guard(conn)``.
+    """
+
+    _table: sa.Table
+
+    def _reading(self) -> AbstractContextManager[sa.Connection]:
+        raise NotImplementedError
+
+    def _page_guard(self, conn: sa.Connection) -> AbstractContextManager[None]:
+        """Held around each ``events`` page query; PostgreSQL waits for writers."""
+        return nullcontext()
+
+    def get(self, event_id: ULID | str) -> Event:
+        """The event with ``event_id``; ``EventNotFound`` when none is stored.
+
+        >>> sink.get("01J0000000000000000000000")   # doctest: +SKIP
+        """
+        key = str(coerce_event_id(event_id))
+        t = self._table
+        query = sa.select(t.c.seq, t.c.event_json).where(t.c.event_id == key)
+        with self._reading() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise EventNotFound(f"no event with id {key} is stored")
+        return parse_row(row[0], key, row[1])
+
+    def chain(self, run_id: str) -> Chain:
+        """The run ``run_id`` assembled from its events in commit (``seq``) order; an
+        unknown run gives an empty chain."""
+        t = self._table
+        query = (
+            sa.select(t.c.seq, t.c.event_id, t.c.event_json)
+            .where(t.c.run_id == run_id)
+            .order_by(t.c.seq)
+        )
+        with self._reading() as conn:
+            rows = conn.execute(query).all()
+        chain = assemble_chain(parse_row(s, i, j) for s, i, j in rows)
+        return chain if chain.run_id else replace(chain, run_id=run_id)
+
+    def events(
+        self,
+        *,
+        run_id: str | None = None,
+        kind: Kind | str | None = None,
+        tool: str | None = None,
+        verdict: Verdict | str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: ULID | str | int | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """Matching events in commit order, fetched ``PAGE_SIZE`` rows at a time.
+
+        ``since`` is inclusive and ``until`` exclusive (event time). ``after`` is an event
+        id (or a ``seq`` number): only events committed after it are returned, so a tailer
+        passes the last id it saw. No connection is held between pages.
+
+        >>> for ev in sink.events(run_id="r1", kind="action"):   # doctest: +SKIP
+        ...     print(ev.tool)
+        """
+        t = self._table
+        where = self._filters(run_id, kind, tool, verdict, since, until)
+        if limit is not None and limit < 0:
+            raise ValidationError(f"limit: expected a non-negative integer, got {limit}")
+        return self._pages(where, self._cursor(after), limit, t)
+
+    def _pages(
+        self, where: list[Any], cursor: int, limit: int | None, t: sa.Table
+    ) -> Iterator[Event]:
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
+            query = (
+                sa.select(t.c.seq, t.c.event_id, t.c.event_json)
+                .where(*where, t.c.seq > cursor)
+                .order_by(t.c.seq)
+                .limit(size)
+            )
+            with self._reading() as conn, self._page_guard(conn):
+                rows = conn.execute(query).all()
+            for seq, event_id, text in rows:
+                yield parse_row(seq, event_id, text)
+            if len(rows) < size:
+                return
+            cursor = rows[-1][0]
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def _cursor(self, after: ULID | str | int | None) -> int:
+        if after is None:
+            return 0
+        if isinstance(after, int) and not isinstance(after, bool):
+            return after
+        key = str(coerce_event_id(after, field="after"))
+        t = self._table
+        with self._reading() as conn:
+            seq = conn.execute(sa.select(t.c.seq).where(t.c.event_id == key)).scalar()
+        if seq is None:
+            raise EventNotFound(f"after: no event with id {key} is stored")
+        return int(seq)
+
+    def _filters(
+        self,
+        run_id: str | None,
+        kind: Kind | str | None,
+        tool: str | None,
+        verdict: Verdict | str | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> list[Any]:
+        t = self._table
+        where: list[Any] = []
+        if run_id is not None:
+            where.append(t.c.run_id == run_id)
+        if kind is not None:
+            where.append(t.c.kind == _member(Kind, kind, "kind"))
+        if tool is not None:
+            where.append(t.c.tool == tool)
+        if verdict is not None:
+            where.append(t.c.verdict == _member(Verdict, verdict, "verdict"))
+        where.extend(self._window(since, until))
+        return where
+
+    def _window(self, since: datetime | None, until: datetime | None) -> list[Any]:
+        t = self._table
+        where: list[Any] = []
+        if since is not None:
+            where.append(t.c.time_us >= to_micros(since))
+        if until is not None:
+            where.append(t.c.time_us < to_micros(until))
+        return where
+
+    def runs(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> Iterator[RunSummary]:
+        """One :class:`RunSummary` per run with events in ``[since, until)``, oldest
+        first; the counts cover the run's events inside that window.
+
+        >>> [r.run_id for r in sink.runs(since=last_month)]   # doctest: +SKIP
+        """
+        query = self._runs_query(self._window(since, until), limit)
+        with self._reading() as conn:
+            result = conn.execution_options(yield_per=PAGE_SIZE).execute(query)
+            for row in result:
+                yield RunSummary(
+                    run_id=row.run_id,
+                    first_time=from_micros(row.first_us),
+                    last_time=from_micros(row.last_us),
+                    events=int(row.events),
+                    actions=int(row.actions or 0),
+                    denials=int(row.denials or 0),
+                    errors=int(row.errors or 0),
+                    ended=bool(row.ended),
+                )
+
+    def _runs_query(self, where: list[Any], limit: int | None) -> sa.Select[Any]:
+        t = self._table
+        call = sa.func.coalesce(sa.func.nullif(t.c.call_id, ""), t.c.event_id)
+        denied_call = sa.case((t.c.verdict == "denied", call))
+        ended = sa.case((t.c.kind.in_(("run_end", "abort")), 1), else_=0)
+        first_us = sa.func.min(t.c.time_us).label("first_us")
+        query = (
+            sa.select(
+                t.c.run_id,
+                first_us,
+                sa.func.max(t.c.time_us).label("last_us"),
+                sa.func.count().label("events"),
+                sa.func.sum(sa.case((t.c.kind == "action", 1), else_=0)).label("actions"),
+                sa.func.count(sa.distinct(denied_call)).label("denials"),
+                sa.func.sum(sa.case((t.c.has_err, 1), else_=0)).label("errors"),
+                sa.func.max(ended).label("ended"),
+            )
+            .where(*where)
+            .group_by(t.c.run_id)
+            .order_by(first_us, t.c.run_id)
+        )
+        return query if limit is None else query.limit(limit)

@@ -1,0 +1,318 @@
+"""``SQLiteSink``: a durable sink and reader on one SQLite file.
+
+>>> with SQLiteSink("ledger.db") as sink:                   # doctest: +SKIP
+...     sink.commit_action(action)      # returns once the record is fsynced
+...     sink.chain(action.run_id)
+
+Durability: every connection is set up by a connect hook with ``journal_mode=WAL``,
+``synchronous=FULL`` and a busy timeout, so a recycled connection cannot lose them.
+``commit_action``, ``record`` and ``record_many`` return only after the ``COMMIT`` that
+holds the record, and with ``synchronous=FULL`` SQLite fsyncs the WAL at every commit:
+an acknowledged record survives a crash of the process (SIGKILL included) and a power
+loss or OS crash, on storage that honours fsync. Nothing is acknowledged before that
+fsync. (``record`` is durable too: it takes the same path, without the validation.)
+
+Concurrency: concurrent writers in one process are group-committed by leader and
+followers (:mod:`ledger.sinks.groupcommit`): the callers waiting at one moment share one
+transaction and one fsync; each record is inserted in its own SAVEPOINT so a bad one
+(a duplicate id) fails its own caller only. Several processes may write one file: each
+write transaction starts with ``BEGIN IMMEDIATE`` and is retried while the database is
+busy, so "database is locked" does not reach a caller (it becomes ``StorageError`` only
+after ``lock_wait`` seconds). SQLite's single writer lock makes ``seq`` order equal
+commit order, which ``events(after=...)`` relies on.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, cast
+
+import sqlalchemy as sa
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+
+from ledger.errors import DuplicateEvent, SinkClosed, StorageError
+from ledger.model import Event
+from ledger.sinks.base import validate_action
+from ledger.sinks.groupcommit import GroupCommitter
+from ledger.sinks.migrate import current_revision, ensure_schema, head_revision
+from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+
+__all__ = ["SQLiteSink", "path_from_url"]
+
+log = logging.getLogger(__name__)
+
+Row = tuple[Any, ...]
+_ROW_MARKS = "(" + ", ".join("?" * len(COLUMNS)) + ")"
+_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES {_ROW_MARKS}"
+_WRITER_BUSY_MS = 5
+_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (20,000 parameters)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(rows: int) -> str:
+    """``INSERT`` of ``rows`` rows in one statement."""
+    return _INSERT + (", " + _ROW_MARKS) * (rows - 1)
+
+
+def _flat(rows: list[Row]) -> list[Any]:
+    return [value for row in rows for value in row]
+
+
+def path_from_url(url: str) -> str:
+    """``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` to a file path."""
+    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
+        if url.startswith(prefix):
+            return url[len(prefix) :]
+    raise StorageError(f"{url!r} is not a sqlite:///path URL")
+
+
+def _is_busy(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class SQLiteSink(SQLReader):
+    """A ``DurableSink`` and ``Reader`` on the SQLite file ``path`` (created if absent).
+
+    ``busy_timeout`` (seconds) is SQLite's wait for a lock held by another connection;
+    ``lock_wait`` bounds the total retrying of a busy write before ``StorageError``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 5.0,
+        lock_wait: float = 120.0,
+    ) -> None:
+        self.path = Path(path)
+        self._busy_ms = int(busy_timeout * 1000)
+        self._lock_wait = lock_wait
+        self._table = events_table()
+        self._engine = sa.create_engine(
+            f"sqlite+pysqlite:///{self.path}",
+            connect_args={"check_same_thread": False, "timeout": busy_timeout},
+        )
+        sa.event.listen(self._engine, "connect", self._on_connect)
+        self._writer: PoolProxiedConnection | None = None
+        self._committer: GroupCommitter[list[Row]] = GroupCommitter(self._write_batch)
+        self._close_lock = threading.Lock()
+        self._closed = False
+        try:
+            self._migrate()
+        except sa.exc.DBAPIError as exc:
+            self._engine.dispose()
+            raise StorageError(f"cannot open the SQLite ledger {self.path}: {exc.orig}") from exc
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    # --- connections ----------------------------------------------------------------
+
+    def _on_connect(self, dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
+        """Connect hook: every connection gets WAL, synchronous=FULL, busy timeout."""
+        dbapi_conn.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
+        dbapi_conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+        mode = self._retry_busy(lambda: dbapi_conn.execute("PRAGMA journal_mode=WAL").fetchone())
+        if mode is None or str(mode[0]).lower() != "wal":
+            log.warning("SQLite ledger %s: journal_mode is %s, not wal", self.path, mode)
+        dbapi_conn.execute("PRAGMA synchronous=FULL")
+
+    def _migrate(self) -> None:
+        with self._engine.connect() as conn:
+            if current_revision(conn, None) == head_revision():
+                return
+            self._retry_busy(lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+            try:
+                ensure_schema(conn, None)
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+
+    @contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        if self._closed:
+            raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one to read")
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise StorageError(f"SQLite ledger {self.path}: read failed: {exc.orig}") from exc
+
+    def _writer_conn(self) -> sqlite3.Connection:
+        if self._writer is None:
+            self._writer = self._engine.raw_connection()
+            # SQLite's own busy handler sleeps up to 100 ms between tries; the writer
+            # waits briefly there and retries itself with short jittered sleeps.
+            cast(sqlite3.Connection, self._writer.driver_connection).execute(
+                f"PRAGMA busy_timeout={_WRITER_BUSY_MS}"
+            )
+        return cast(sqlite3.Connection, self._writer.driver_connection)
+
+    def _retry_busy(self, step: Any) -> Any:
+        """Run ``step()`` until SQLite stops answering "locked"/"busy" (``lock_wait``)."""
+        deadline = time.monotonic() + self._lock_wait
+        delay = 0.0005
+        while True:
+            try:
+                return step()
+            except (sqlite3.OperationalError, sa.exc.OperationalError) as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise StorageError(f"SQLite ledger {self.path}: {exc}") from exc
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.004)
+
+    # --- the write path -------------------------------------------------------------
+
+    def record(self, event: Event) -> None:
+        """Store ``event`` durably (no validation). ``DuplicateEvent`` if its id exists."""
+        self._submit(lambda: [event_row(event)])
+
+    def commit_action(self, event: Event) -> None:
+        """Validate ``event`` as a self-explaining action, then store it durably."""
+        validate_action(event)
+        self._submit(lambda: [event_row(event)])
+
+    def record_many(self, events: Iterable[Event]) -> None:
+        """Store ``events`` in one transaction: all of them, or none when one is bad."""
+        rows = [event_row(e) for e in events]
+        if rows:
+            self._submit(lambda: rows)
+
+    def _submit(self, make: Callable[[], list[Row]]) -> None:
+        if self._closed:
+            raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one to write")
+        self._committer.submit(make)
+
+    def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
+        """Write every waiting caller's rows with one commit (one fsync).
+
+        The common case is a single multi-row ``INSERT`` in autocommit mode: one
+        statement, atomic on its own, so the writer makes one call into SQLite per batch.
+        When it fails on a duplicate id, the batch is redone in one explicit transaction
+        with each caller's rows in a savepoint, so only the bad caller fails.
+        """
+        conn = self._writer_conn()
+        rows = [row for item in items for row in item]
+        if len(rows) <= _STATEMENT_ROWS:
+            try:
+                self._retry_busy(lambda: conn.execute(_insert_sql(len(rows)), _flat(rows)))
+                return [None] * len(items)
+            except sqlite3.IntegrityError as exc:
+                if len(items) == 1:
+                    return [self._duplicate(conn, items[0], exc)]
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
+        return self._write_each(conn, items)
+
+    def _write_each(
+        self, conn: sqlite3.Connection, items: list[list[Row]]
+    ) -> list[BaseException | None]:
+        """One explicit transaction; each caller's rows apart, so a bad one fails alone."""
+        self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            errors = [self._insert_savepoint(conn, rows) for rows in items]
+            if all(e is not None for e in errors):
+                conn.execute("ROLLBACK")
+            else:
+                self._retry_busy(lambda: conn.execute("COMMIT"))
+        except BaseException as exc:
+            self._abandon(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
+            raise
+        return errors
+
+    def _insert(self, conn: sqlite3.Connection, rows: list[Row]) -> BaseException | None:
+        try:
+            if len(rows) == 1:
+                conn.execute(_INSERT, rows[0])
+            else:
+                conn.executemany(_INSERT, rows)
+        except sqlite3.IntegrityError as exc:
+            return self._duplicate(conn, rows, exc)
+        return None
+
+    def _insert_savepoint(self, conn: sqlite3.Connection, rows: list[Row]) -> BaseException | None:
+        if len(rows) == 1:  # one statement is atomic on its own: no savepoint needed
+            return self._insert(conn, rows)
+        conn.execute("SAVEPOINT ledger_item")
+        error = self._insert(conn, rows)
+        if error is not None:
+            conn.execute("ROLLBACK TO ledger_item")
+        conn.execute("RELEASE ledger_item")
+        return error
+
+    def _duplicate(
+        self, conn: sqlite3.Connection, rows: list[Row], exc: sqlite3.IntegrityError
+    ) -> BaseException:
+        ids = [r[0] for r in rows]
+        if len(rows) == 1:
+            return DuplicateEvent(f"event {ids[0]} is already stored; the stored one is unchanged")
+        marks = ",".join("?" * min(len(ids), 500))
+        found = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT event_id FROM events WHERE event_id IN ({marks})", ids[:500]
+            )
+        ]
+        named = ", ".join(found[:5]) or "repeated inside the batch"
+        return DuplicateEvent(
+            f"batch refused, nothing of it stored: event ids already stored: {named} ({exc})"
+        )
+
+    def _abandon(self, conn: sqlite3.Connection) -> None:
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            log.warning("SQLite ledger %s: rollback failed; reopening the writer", self.path)
+            self._drop_writer()
+
+    def _drop_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.invalidate()
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish the write in progress, then release every connection. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._committer.close()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        self._engine.dispose()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run."""
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteSink({str(self.path)!r})"

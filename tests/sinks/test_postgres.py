@@ -1,0 +1,173 @@
+"""PostgreSQL specifics: the caller's engine and transaction, commit order for tailers,
+and a backend terminated by the server in the middle of commits."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ledger.errors import DuplicateEvent, EventNotFound, StorageError
+from ledger.ids import new_event_id
+from ledger.sinks import PostgresSink, open_sink
+
+from .conftest import Store
+from .factories import action, request_event
+
+pytestmark = pytest.mark.postgres
+
+
+def test_a_write_joins_the_callers_transaction(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    pg_store.open().close()  # the schema exists
+    kept, dropped = action(run_id, "kept"), action(run_id, "dropped")
+    with pg_engine.connect() as conn:
+        ledger = PostgresSink(conn, schema=pg_store.schema)
+        ledger.commit_action(dropped)
+        assert ledger.get(dropped.event_id) == dropped  # visible inside the transaction
+        conn.rollback()
+        ledger.commit_action(kept)
+        with pytest.raises(DuplicateEvent):  # refused in a savepoint: the rest survives
+            ledger.commit_action(kept)
+        conn.commit()
+        ledger.close()
+        assert conn.execute(sa.text("SELECT 1")).scalar() == 1  # not closed for us
+    reader = pg_store.open()
+    assert reader.get(kept.event_id) == kept
+    with pytest.raises(EventNotFound):
+        reader.get(dropped.event_id)
+
+
+def test_a_callers_engine_is_never_disposed(pg_store: Store, pg_engine: sa.Engine) -> None:
+    pool: Any = pg_engine.pool
+    with pg_engine.connect():
+        pass
+    before = pool.checkedin()
+    sink = PostgresSink(pg_engine, schema=pg_store.schema)
+    sink.record(request_event("r"))
+    sink.close()
+    assert pool.checkedin() >= before >= 1
+
+
+def test_open_sink_postgres_with_schema(pg_store: Store) -> None:
+    url = f"{pg_store.dsn}?ledger_schema={pg_store.schema}"
+    with open_sink(url) as sink:
+        assert isinstance(sink, PostgresSink) and sink.schema == pg_store.schema
+        sink.record(request_event("r"))
+
+
+def test_tail_never_skips_a_row_that_commits_late(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    """Row A takes the lower sequence number but commits after row B. A tailer asking
+    for what follows the last row it saw waits for A, then returns A and B."""
+    sink = pg_store.open()
+    first = action(run_id, "c0")
+    sink.commit_action(first)
+    late, quick = action(run_id, "late"), action(run_id, "quick")
+    conn = pg_engine.connect()
+    PostgresSink(conn, schema=pg_store.schema).commit_action(late)  # open transaction
+    sink.commit_action(quick)  # commits first, with the higher number
+    seen: list[str] = []
+    tailer = threading.Thread(
+        target=lambda: seen.extend(e.call_id for e in sink.events(after=first.event_id))
+    )
+    tailer.start()
+    time.sleep(0.3)
+    assert tailer.is_alive() and seen == []  # it waits for the transaction in flight
+    conn.commit()
+    conn.close()
+    tailer.join(timeout=30)
+    assert seen == ["late", "quick"]
+    seqs = pg_store.sql("SELECT call_id FROM {p}events WHERE run_id = :r ORDER BY seq", r=run_id)
+    assert [s for (s,) in seqs] == ["c0", "late", "quick"]
+
+
+@pytest.mark.slow
+def test_terminated_backend_raises_and_leaves_no_partial_row(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    """The server terminates the writer's backend just before every third COMMIT reaches
+    it (a real pg_terminate_backend from another session): that commit_action raises,
+    and its row is absent; every acknowledged one is present; the pool recovers."""
+    sink = PostgresSink.open(pg_store.dsn, schema=pg_store.schema)
+    engine: sa.Engine = sink._engine
+    commits = 0
+    terminate = sa.text("SELECT pg_terminate_backend(:pid, 5000)")
+
+    def before_commit(conn: sa.Connection) -> None:
+        nonlocal commits
+        commits += 1
+        if commits % 3 == 0:
+            pid = conn.connection.dbapi_connection.info.backend_pid  # type: ignore[union-attr]
+            with pg_engine.begin() as admin:
+                assert admin.execute(terminate, {"pid": pid}).scalar()
+
+    sa.event.listen(engine, "commit", before_commit)
+    acked: list[str] = []
+    failed: list[str] = []
+    for i in range(30):
+        ev = action(run_id, f"c{i}")
+        try:
+            sink.commit_action(ev)
+            acked.append(str(ev.event_id))
+        except StorageError as exc:
+            assert "not acknowledged" in str(exc)
+            failed.append(str(ev.event_id))
+    sa.event.remove(engine, "commit", before_commit)
+    assert len(failed) == 10
+    reader = pg_store.open()
+    stored = {str(e.event_id) for e in reader.events(run_id=run_id)}  # every row parses
+    assert stored == set(acked)
+    sink.commit_action(action(run_id, "after"))  # the pool recovered
+    sink.close()
+
+
+@pytest.mark.slow
+def test_backends_terminated_at_random_moments_lose_nothing_acknowledged(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    app = f"ledger-fault-{new_event_id()}"
+    sink = PostgresSink.open(
+        pg_store.dsn, schema=pg_store.schema, connect_args={"application_name": app}
+    )
+    acked: list[str] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def write(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            ev = action(run_id, f"t{k}-{i}")
+            i += 1
+            try:
+                sink.commit_action(ev)
+                acked.append(str(ev.event_id))
+            except StorageError:
+                failed.append(str(ev.event_id))
+
+    writers = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for w in writers:
+        w.start()
+    kill = sa.text(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :a"
+    )
+    rng = random.Random(7)
+    try:
+        for _ in range(10):
+            time.sleep(rng.uniform(0.01, 0.05))
+            with pg_engine.begin() as conn:
+                conn.execute(kill, {"a": app})
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(timeout=30)
+    reader = pg_store.open()
+    stored = {str(e.event_id) for e in reader.events(run_id=run_id)}  # every row parses
+    assert set(acked) <= stored <= set(acked) | set(failed)
+    sink.close()

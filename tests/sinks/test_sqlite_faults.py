@@ -1,0 +1,126 @@
+"""SQLite under real faults: SIGKILLed writers, several processes on one file, tailing."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger.sinks import SQLiteSink
+from ledger.sinks.sql import COLUMNS, event_row
+
+from .conftest import Store
+from .factories import action
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITER = Path(__file__).with_name("_writer.py")
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _spawn(path: Path, run_id: str, count: int, threads: int) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WRITER), str(path), run_id, str(count), str(threads)]
+    return subprocess.Popen(
+        args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _integrity(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    SQLiteSink(path).close()
+    rng = random.Random(20261130)
+    acked: set[str] = set()
+    for round_ in range(20):
+        proc = _spawn(path, f"kill-{round_}", 0, 4)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the writer is up and committing
+        assert first.startswith("ack "), proc.stderr.read() if proc.stderr else first
+        time.sleep(rng.uniform(0.0, 0.15))
+        proc.send_signal(signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        acked.update(line.split()[1] for line in (first + rest).splitlines() if line)
+        assert _integrity(path) == "ok"
+        with SQLiteSink(path) as sink:
+            stored = {str(e.event_id) for e in sink.events()}
+        missing = acked - stored
+        assert not missing, f"round {round_}: acknowledged but lost: {sorted(missing)[:5]}"
+    assert len(acked) > 20
+
+
+@pytest.mark.slow
+def test_four_processes_share_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    SQLiteSink(path).close()
+    procs = [_spawn(path, f"proc-{k}", 500, 1) for k in range(4)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        assert "locked" not in err and "busy" not in err
+        assert out.count("ack ") == 500
+    with SQLiteSink(path) as sink:
+        for k in range(4):
+            assert len(sink.chain(f"proc-{k}").actions) == 500
+    assert _integrity(path) == "ok"
+
+
+def test_tail_never_skips_a_row_that_commits_late(sqlite_store: Store, run_id: str) -> None:
+    """A slow writer holds row A (the lower sequence number) uncommitted while B tries
+    to commit: SQLite's single writer lock makes B wait, so B can neither take a lower
+    number nor become visible first, and a tailer sees A then B."""
+    sink = sqlite_store.open()
+    first = action(run_id, "c0")
+    sink.commit_action(first)
+    late, quick = action(run_id, "late"), action(run_id, "quick")
+    slow = sqlite3.connect(sqlite_store.path or "", isolation_level=None, timeout=30)
+    marks = ", ".join("?" * len(COLUMNS))
+    slow.execute("BEGIN IMMEDIATE")
+    slow.execute(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({marks})", event_row(late))
+    writer = threading.Thread(target=sink.commit_action, args=(quick,))
+    writer.start()
+    time.sleep(0.3)
+    assert list(sink.events(after=first.event_id)) == []
+    slow.execute("COMMIT")
+    slow.close()
+    writer.join(timeout=30)
+    tail = [e.call_id for e in sink.events(after=first.event_id)]
+    assert tail == ["late", "quick"]
+
+
+_OPENER = """
+import sys
+from ledger.model import Event, Kind
+from ledger.sinks import SQLiteSink
+with SQLiteSink(sys.argv[1]) as sink:
+    sink.record(Event(kind=Kind.PROMPT, run_id="opener"))
+"""
+
+
+def test_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPENER, str(path)], env=ENV, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    with SQLiteSink(path) as sink:
+        assert len(list(sink.events(run_id="opener"))) == 4

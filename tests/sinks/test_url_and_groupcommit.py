@@ -1,0 +1,154 @@
+"""``open_sink`` URLs and the group committer's bookkeeping."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import SinkClosed, StorageError, ValidationError
+from ledger.sinks import DiscardSink, JSONLSink, SQLiteSink, open_sink
+from ledger.sinks.groupcommit import GroupCommitter
+
+from .factories import action
+
+
+def test_open_sink_sqlite_relative_and_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_sink("sqlite:///rel.db") as sink:
+        assert isinstance(sink, SQLiteSink)
+        sink.record(action("r1"))
+    assert (tmp_path / "rel.db").exists()
+    with open_sink(f"sqlite:///{tmp_path / 'abs.db'}") as sink:
+        assert isinstance(sink, SQLiteSink) and sink.path == tmp_path / "abs.db"
+    with open_sink("jsonl:///rel.jsonl") as sink:
+        assert isinstance(sink, JSONLSink) and not sink.fsync
+    assert isinstance(open_sink("discard:"), DiscardSink)
+
+
+@pytest.mark.parametrize("url", ["mysql://x/y", "jsonl://host/x", "nonsense"])
+def test_open_sink_refuses_unknown_urls(url: str) -> None:
+    with pytest.raises(ValidationError):
+        open_sink(url)
+
+
+def _threads(n: int, target: Callable[[int], None]) -> list[threading.Thread]:
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_each_caller_gets_its_own_outcome() -> None:
+    batches: list[list[int]] = []
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        batches.append(items)
+        return [ValueError(f"bad {i}") if i % 5 == 0 else None for i in items]
+
+    committer: GroupCommitter[int] = GroupCommitter(write)
+    results: dict[int, BaseException | None] = {}
+
+    def submit(i: int) -> None:
+        try:
+            committer.submit(lambda: i)
+            results[i] = None
+        except ValueError as exc:
+            results[i] = exc
+
+    for t in _threads(40, submit):
+        t.join()
+    assert sorted(i for b in batches for i in b) == list(range(40))
+    assert {i for i, e in results.items() if e is not None} == set(range(0, 40, 5))
+    committer.close()
+    with pytest.raises(SinkClosed):
+        committer.submit(lambda: 1)
+
+
+def test_a_failed_transaction_fails_every_caller_with_its_own_error() -> None:
+    gate = threading.Barrier(10)
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        raise StorageError("disk full")
+
+    committer: GroupCommitter[int] = GroupCommitter(write)
+    errors: list[BaseException] = []
+
+    def submit(i: int) -> None:
+        gate.wait()
+        try:
+            committer.submit(lambda: i)
+        except StorageError as exc:
+            errors.append(exc)
+
+    for t in _threads(10, submit):
+        t.join()
+    assert len(errors) == 10 and len({id(e) for e in errors}) == 10
+    assert all("disk full" in str(e) for e in errors)
+
+
+def test_an_item_that_cannot_be_built_is_not_written() -> None:
+    written: list[int] = []
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        written.extend(items)
+        return [None] * len(items)
+
+    committer: GroupCommitter[int] = GroupCommitter(write)
+
+    def boom() -> int:
+        raise ValidationError("bad event")
+
+    with pytest.raises(ValidationError):
+        committer.submit(boom)
+    assert written == []
+
+
+def test_an_unopenable_sqlite_file_is_a_storage_error(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="cannot open"):
+        SQLiteSink(tmp_path / "no-such-dir" / "ledger.db")
+
+
+def test_stress_outcomes_match_what_the_writer_decided() -> None:
+    import random
+
+    rng = random.Random(5)
+    decided: dict[int, str] = {}
+    lock = threading.Lock()
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        with lock:
+            if rng.random() < 0.05:
+                for i in items:
+                    decided[i] = "batch"
+                raise StorageError("batch failed")
+            out: list[BaseException | None] = []
+            for i in items:
+                bad = rng.random() < 0.1
+                decided[i] = "item" if bad else "ok"
+                out.append(ValueError(str(i)) if bad else None)
+            return out
+
+    committer: GroupCommitter[int] = GroupCommitter(write)
+    seen: dict[int, str] = {}
+
+    def worker(k: int) -> None:
+        for j in range(150):
+            i = k * 1000 + j
+            try:
+                committer.submit(lambda i=i: i)  # type: ignore[misc]
+                seen[i] = "ok"
+            except ValueError:
+                seen[i] = "item"
+            except StorageError:
+                seen[i] = "batch"
+
+    for t in _threads(24, worker):
+        t.join()
+    committer.close()
+    assert len(seen) == 24 * 150
+    assert seen == decided
