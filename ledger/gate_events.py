@@ -10,7 +10,8 @@ Shapes (every event gets a fresh ULID ``event_id`` and the current time):
   bounded to :data:`PREVIEW_LIMIT`, both after redaction; ``agent_path``.
 - ``retrieved``: ``refs`` as given (content hashes are the caller's, of unredacted content).
 - ``gate_decision``: ``call_id``, ``tool``, ``verdict`` and ``reason`` of the decision,
-  ``label`` = the deciding ``policy_id``; ``args`` (redacted JSON object) and ``preview``
+  ``label`` = the deciding ``policy_id``, prefixed ``safe:`` for a tool marked safe (so a
+  report can tell a safe read from a non-safe call whatever the policy); ``args`` (redacted JSON object) and ``preview``
   only for an allowed safe call, since every other call's ``action`` carries them (args are
   stored once, which also halves the sink's hashing work per call).
 - ``action``: as the decision, ``verdict`` ``allowed`` (committed durably) or ``denied``
@@ -120,7 +121,7 @@ def decision_event(
         call_id=cs.call_id,
         agent_path=cs.agent_path,
         tool=cs.tool,
-        label=policy_id,
+        label=f"safe:{policy_id}" if cs.safe else policy_id,
         preview=cs.preview if with_args else "",
         args=cs.args_json if with_args else None,
         verdict=verdict,

@@ -290,3 +290,16 @@ def test_a_run_that_was_not_entered_refuses_calls(sqlite_sink: SQLiteSink) -> No
     run = Gate(sqlite_sink, safe_tools={"t"}).run("x")
     with pytest.raises(ToolDenied, match="was not entered"):
         run.call("t", {}, lambda: None)
+
+
+def test_safe_calls_are_marked_safe_in_their_decision_whatever_the_policy(tmp_path: Path) -> None:
+    with SQLiteSink(tmp_path / "l.db") as sink:
+        gate = Gate(sink, policy=AllowAll(), safe_tools={"look"})
+        with gate.run("look and touch") as run:
+            run.call("look", {}, lambda: 1)
+            run.call("touch", {"p": "x"}, lambda p: 2)
+        decisions = {
+            e.tool: e.label for e in sink.chain(run.run_id).events if e.kind is Kind.GATE_DECISION
+        }
+    assert decisions["look"].startswith("safe:")
+    assert not decisions["touch"].startswith("safe:")

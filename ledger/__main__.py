@@ -1,0 +1,6 @@
+"""``python -m ledger``: the ``ledger`` command."""
+
+from ledger.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""``ledger demo``: the scripted agent through the gate, then its chain and a summary.
+
+Where things live (decided here; see ``docs/cli.md``): the provenance events go to
+``--db`` (default ``sqlite:///ledger.db``); everything else goes to a demo home, by
+default the folder ``ledger-demo/`` next to the database file (``./ledger-demo`` for a
+PostgreSQL URL), reused by every later run::
+
+    ledger-demo/work/                 the agent's files: notes.txt, notes.tidy.txt
+    ledger-demo/ledger.yaml           the typed-ledger config (a ``knowledge`` notes ledger)
+    ledger-demo/store/                the typed-ledger store (shard files)
+    ledger-demo/transactions/RUN.json each run's transaction artifact
+    ledger-demo/projection/           the read-only SQLite projections, rebuilt each time
+
+Steps: :func:`ledger.demo.run_scripted_agent` (request, retrieved memory, a safe read, a
+denied dangerous command, an approved write); then the run's typed-ledger note is queued
+with the agent-side ``ledger_note_add`` tool, written as the run's transaction artifact,
+persisted by the trusted step and projected; finally the run's chain and a compliance
+summary of the run are shown. Running it again adds a second run and a second note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from ledger.cli_common import DEFAULT_DB, db_option, emit_json, json_option, open_db, stdout
+from ledger.cli_source import parse_url
+from ledger.errors import LedgerError
+
+__all__ = ["DemoTyped", "default_home", "demo", "record_note", "register"]
+
+DEMO_CONFIG = """\
+# The demo's typed ledger: evidence-backed notes the agent proposes about its work.
+knowledge:
+  type: notes
+"""
+
+
+def default_home(db: str) -> Path:
+    """``ledger-demo/`` next to the database file (the current directory for a server)."""
+    path = parse_url(db).path
+    return (path.parent if path is not None else Path()) / "ledger-demo"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoTyped:
+    """The typed-ledger half of one demo run."""
+
+    artifact: Path
+    persisted: dict[str, Any]
+    projection: Path
+    notes: int
+
+
+def record_note(home: Path, run_id: str, written: Path | None) -> DemoTyped:
+    """Queue the run's note, write its artifact, persist it and rebuild the projection."""
+    config_path = home / "ledger.yaml"
+    if not config_path.exists():
+        config_path.write_text(DEMO_CONFIG, encoding="utf-8")
+    from ledger.cli_typed import load_config, typed_api
+
+    config = load_config(config_path)
+    queue = typed_api("IntentQueue")(config)
+    outcome = "wrote notes.tidy.txt" if written else "was refused the write"
+    answer = queue.submit(
+        "ledger_note_add",
+        {
+            "subject": "notes.txt",
+            "note": f"run {run_id} {outcome} after the operator's decision",
+            "reason": "recorded by `ledger demo` from the run's chain",
+            "citations": [{"type": "repository", "path": "work/notes.txt"}],
+        },
+    )
+    if not answer.get("success"):
+        raise LedgerError(f"the demo note was refused: {answer.get('error')}")
+    (home / "transactions").mkdir(exist_ok=True)
+    artifact = home / "transactions" / f"{run_id}.json"
+    typed_api("write_artifact")(artifact, queue.artifact(f"demo-{run_id}"))
+    store = typed_api("ShardStore")(home / "store", config)
+    result = typed_api("persist")(config, store, typed_api("read_artifact")(artifact))
+    paths = typed_api("build_projection")(config, store, home / "projection")
+    rows = typed_api("query_sql")(paths["knowledge"], "SELECT count(*) AS n FROM notes")
+    return DemoTyped(
+        artifact=artifact, persisted=result, projection=paths["knowledge"], notes=rows[0]["n"]
+    )
+
+
+@click.command()
+@db_option
+@click.option(
+    "--dir",
+    "home",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Demo home for work files and the typed ledger [default: ledger-demo/ next to the db].",
+)
+@click.option("--deny-write", is_flag=True, help="Have the operator refuse the write.")
+@json_option
+def demo(db: str, home: Path | None, deny_write: bool, as_json: bool) -> None:
+    """Run the scripted agent through the gate into --db, then show its chain and a short
+    compliance summary. Safe to repeat: each run adds a new run."""
+    from ledger.demo import run_scripted_agent
+    from ledger.sinks import open_sink
+
+    home = home if home is not None else default_home(db)
+    home.mkdir(parents=True, exist_ok=True)
+    with open_sink(db) as sink:
+        result = run_scripted_agent(sink, home / "work", approve=not deny_write)
+    typed = record_note(home, result.run_id, result.written)
+    _show(db, result, typed, home, as_json)
+
+
+def _show(db: str, result: Any, typed: DemoTyped, home: Path, as_json: bool) -> None:
+    from ledger.cli_forensics import chain_dict, chain_tree
+    from ledger.cli_report import print_summary
+    from ledger.report import build_report
+
+    with open_db(db) as reader:
+        chain = reader.chain(result.run_id)
+        times = [e.time for e in chain.events]
+        report = build_report(
+            reader, since=min(times), until=max(times) + timedelta(microseconds=1)
+        )
+    if as_json:
+        emit_json(
+            {
+                "run_id": result.run_id,
+                "write_call_id": result.write_call_id,
+                "home": str(home),
+                "chain": chain_dict(chain),
+                "report": report.to_dict(),
+                "typed": {
+                    "artifact": str(typed.artifact),
+                    "persisted": typed.persisted,
+                    "projection": str(typed.projection),
+                    "notes": typed.notes,
+                },
+            }
+        )
+        return
+    console = stdout()
+    console.print(chain_tree(chain))
+    console.print(
+        f"typed ledger: note persisted ({typed.artifact.name}), {typed.notes} note(s) in "
+        f"{typed.projection}"
+    )
+    print_summary(report, console, details=False)
+    flag = "" if db == DEFAULT_DB else f" --db {db}"
+    console.print("\nNext:", soft_wrap=True)
+    for line in (
+        f"ledger why{flag} {result.run_id} {result.write_call_id}",
+        f"ledger runs{flag}",
+        f"ledger report{flag} --format html -o report.html",
+    ):
+        console.print(f"  {escape(line)}", soft_wrap=True)
+
+
+def register(group: click.Group) -> None:
+    """Add ``demo`` to ``group``."""
+    group.add_command(demo)

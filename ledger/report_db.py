@@ -1,0 +1,167 @@
+"""``check_database(url)``: the health of a ledger database, without changing it.
+
+>>> result = check_database("sqlite:///ledger.db")            # doctest: +SKIP
+>>> result.ok, result.revision, result.events, result.integrity
+(True, '0001_events', 1520, 'ok')
+
+It reports the schema revision (against the newest this code knows), row counts (events,
+runs, events per kind) and an integrity check: SQLite's ``PRAGMA integrity_check`` on a
+SQLite file, and on every engine the content-hash check of every row
+(:mod:`ledger.report_hash`). The database is opened read-only (SQLite) or only read
+(PostgreSQL): a check never migrates; ``ledger.sinks.upgrade(url)`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledger.cli_source import parse_url
+from ledger.errors import StorageError
+from ledger.report_hash import HashCheck, check_rows, iter_stored_rows
+
+__all__ = ["DatabaseCheck", "check_database", "engine_for", "split_schema"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatabaseCheck:
+    """What ``check_database`` found."""
+
+    url: str
+    dialect: str
+    revision: str | None
+    head: str
+    events: int = 0
+    runs: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    integrity: str = "not run"
+    hash_check: HashCheck = field(default_factory=lambda: HashCheck(available=False))
+
+    @property
+    def schema_status(self) -> str:
+        """``current``, ``behind`` (run ``ledger db upgrade``), ``empty`` or ``unknown``."""
+        if self.revision is None:
+            return "empty"
+        if self.revision == self.head:
+            return "current"
+        from ledger.sinks.migrate import _scripts
+
+        try:
+            known = _scripts().get_revision(self.revision) is not None
+        except Exception:  # alembic raises several kinds for an unknown id
+            known = False
+        return "behind" if known else "unknown"
+
+    @property
+    def ok(self) -> bool:
+        """Schema current, integrity ``ok`` and no content-hash mismatch."""
+        return (
+            self.schema_status == "current"
+            and self.integrity == "ok"
+            and not self.hash_check.mismatch_count
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "dialect": self.dialect,
+            "ok": self.ok,
+            "schema": {"revision": self.revision, "head": self.head, "status": self.schema_status},
+            "rows": {"events": self.events, "runs": self.runs, "kinds": dict(self.kinds)},
+            "integrity": self.integrity,
+            "hash_check": self.hash_check.to_dict(),
+        }
+
+
+def engine_for(url: str) -> sa.Engine:
+    """A read-only engine for ``url`` (SQLite opened ``mode=ro``; the file must exist)."""
+    parsed = parse_url(url)
+    if parsed.scheme == "postgresql":
+        server = sa.make_url(split_schema(url)[0]).set(drivername="postgresql+psycopg")
+        return sa.create_engine(server, pool_pre_ping=True)
+    if parsed.scheme != "sqlite" or parsed.path is None:
+        raise StorageError(f"{url!r}: `db` commands take a sqlite:/// or postgresql:// URL")
+    if not parsed.path.is_file():
+        raise StorageError(f"no ledger database at {parsed.path}: the file does not exist")
+    target = parsed.path.resolve().as_uri().replace("file://", "file:", 1)
+    return sa.create_engine(f"sqlite+pysqlite:///{target}?mode=ro&uri=true")
+
+
+def _integrity(conn: sa.Connection) -> str:
+    if conn.dialect.name != "sqlite":
+        return "ok"  # PostgreSQL has no file-level check; the row checks below apply
+    rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check").all()]
+    return "ok" if rows == ["ok"] else "; ".join(rows[:10])
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """A PostgreSQL URL without its ``?ledger_schema=NAME`` (as ``open_sink`` reads it),
+    and that name; other URLs are returned as they are."""
+    if not url.startswith("postgres"):
+        return url, None
+    parsed = sa.make_url(url)
+    value = parsed.query.get("ledger_schema")
+    rest = {k: v for k, v in parsed.query.items() if k != "ledger_schema"}
+    plain = parsed.set(query=rest).render_as_string(hide_password=False)
+    return plain, value if isinstance(value, str) else None
+
+
+def check_database(url: str) -> DatabaseCheck:
+    """Check the ledger database at ``url`` (see the module docstring)."""
+    schema = split_schema(url)[1]
+    from ledger.sinks.migrate import current_revision, head_revision
+    from ledger.sinks.sql import events_table
+
+    engine = engine_for(url)
+    try:
+        with engine.connect() as conn:
+            revision = current_revision(conn, schema)
+            base = DatabaseCheck(
+                url=_redact(url),
+                dialect=conn.dialect.name,
+                revision=revision,
+                head=head_revision(),
+            )
+            if not sa.inspect(conn).has_table("events", schema=schema):
+                return base
+            table = events_table(schema)
+            kinds: dict[str, int] = dict(
+                conn.execute(sa.select(table.c.kind, sa.func.count()).group_by(table.c.kind)).all()
+            )
+            runs = conn.execute(sa.select(sa.func.count(sa.distinct(table.c.run_id)))).scalar()
+            integrity = _integrity(conn)
+
+        @contextmanager
+        def reading() -> Iterator[sa.Connection]:
+            with engine.connect() as c:
+                yield c
+
+        hashes = check_rows(iter_stored_rows(reading, table))
+    finally:
+        engine.dispose()
+    return DatabaseCheck(
+        url=base.url,
+        dialect=base.dialect,
+        revision=revision,
+        head=base.head,
+        events=sum(kinds.values()),
+        runs=int(runs or 0),
+        kinds=kinds,
+        integrity=integrity,
+        hash_check=hashes,
+    )
+
+
+def _redact(url: str) -> str:
+    """``url`` without a password."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
