@@ -11,9 +11,10 @@ Shapes (every event gets a fresh ULID ``event_id`` and the current time):
 - ``retrieved``: ``refs`` as given (content hashes are the caller's, of unredacted content).
 - ``gate_decision``: ``call_id``, ``tool``, ``verdict`` and ``reason`` of the decision,
   ``label`` = the deciding ``policy_id``, prefixed ``safe:`` for a tool marked safe (so a
-  report can tell a safe read from a non-safe call whatever the policy); ``args`` (redacted JSON object) and ``preview``
-  only for an allowed safe call, since every other call's ``action`` carries them (args are
-  stored once, which also halves the sink's hashing work per call).
+  report can tell a safe read from a non-safe call whatever the policy); ``args``
+  (redacted JSON object) and ``preview`` only for an allowed safe call, since every other
+  call's ``action`` carries them (args are stored once, which also halves the sink's
+  hashing work per call).
 - ``action``: as the decision, ``verdict`` ``allowed`` (committed durably) or ``denied``
   (best-effort), ``reason`` = the why (policy reason, policy id, the request), ``refs`` =
   the request ref then the caller's evidence.
