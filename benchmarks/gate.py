@@ -42,6 +42,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+try:
+    import ledger  # noqa: F401
+except ModuleNotFoundError:  # run from a checkout without installing: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from ledger.gate import AllowAll, Gate, Run
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
 from ledger.sinks import SQLiteSink

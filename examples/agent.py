@@ -1,6 +1,6 @@
 """A scripted agent under the gate: a safe read, a denied shell command, an approved write.
 
-Run it::
+Run it from a checkout (no install needed) or with the package installed::
 
     python examples/agent.py
 
@@ -17,9 +17,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+try:
+    import ledger  # noqa: F401
+except ModuleNotFoundError:  # run from a checkout without installing: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from ledger.demo import render_chain, run_scripted_agent
 from ledger.sinks import SQLiteSink
 from ledger.sinks.base import Sink
+
+NOTE = """\
+Reading the chain: an allowed non-safe call stores its `action` first (committed
+durably before the tool ran), then its `gate_decision` and `tool_result` together;
+a safe call stores its decision and result; a denied one its decision and a denied
+`action`. The `denied_attempt` anomaly is expected: it flags the refused shell command.
+"""
 
 
 def run_demo(sink: Sink, workdir: Path) -> str:
@@ -33,12 +45,16 @@ def main() -> int:
         with SQLiteSink(Path(tmp) / "ledger.db") as sink:
             result = run_scripted_agent(sink, Path(tmp) / "work")
             chain = sink.chain(result.run_id)
+        print("The agent read notes.txt (safe), was refused `sudo rm -rf /`, and was")
+        print(f"approved to write {result.written.name if result.written else 'nothing'}.")
+        print()
         print(render_chain(chain))
         print()
-        print(f"why was {result.write_call_id} allowed?")
+        print(NOTE)
+        print(f"$ chain.why({result.write_call_id!r})   # why was the file written?")
         print(chain.why(result.write_call_id))
         print()
-        print(f"why was {result.shell_call_id} refused?")
+        print(f"$ chain.why({result.shell_call_id!r})   # why was the shell command refused?")
         print(chain.why(result.shell_call_id))
     return 0
 

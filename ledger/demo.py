@@ -31,6 +31,7 @@ from ledger.drift import content_hash
 from ledger.errors import ToolDenied
 from ledger.gate import Gate
 from ledger.gate_policy import Approver, Decision, DenyNonSafe, ToolCall
+from ledger.gate_redact import bounded
 from ledger.model import Ref, RefSource, Verdict
 
 if TYPE_CHECKING:
@@ -167,14 +168,20 @@ def run_scripted_agent(sink: Sink, workdir: Path, *, approve: bool = True) -> De
     )
 
 
-def render_chain(chain: Chain) -> str:
-    """One line per event of a chain, then its anomalies: a readable run log."""
-    lines = [f"run {chain.run_id}"]
+def render_chain(chain: Chain, *, width: int = 60) -> str:
+    """A readable run log: one aligned line per event (kind, tool, call id, verdict, then
+    the reason, preview, error or refs, cut to ``width`` characters), in the order the
+    events were stored, then the chain's anomalies."""
+    rows: list[tuple[str, str, str, str, str]] = []
     for e in chain.events:
-        verdict = f" {e.verdict}" if e.verdict else ""
-        call = f" {e.call_id}" if e.call_id else ""
-        tool = f" {e.tool}" if e.tool else ""
-        detail = e.reason or e.preview or e.err or " ".join(f"{r.source}:{r.id}" for r in e.refs)
-        lines.append(f"  {e.kind:<13}{tool}{call}{verdict}  {detail}".rstrip())
+        refs = " ".join(f"{r.source}:{r.id}" for r in e.refs)
+        detail = (e.reason or e.preview or e.err or refs).replace("\n", " ")
+        verdict = str(e.verdict) if e.verdict else ""
+        rows.append((str(e.kind), e.tool, e.call_id, verdict, bounded(detail, width)))
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(4)]
+    lines = [f"run {chain.run_id} ({len(rows)} events, in stored order)"]
+    for row in rows:
+        cells = [cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)]
+        lines.append(("  " + "  ".join([*cells, row[4]])).rstrip())
     lines.extend(f"  anomaly: {a}" for a in chain.anomalies)
     return "\n".join(lines)

@@ -1,14 +1,13 @@
 """``Gate``: "no durable record, no action", enforced at the tool boundary.
 
->>> gate = Gate(SQLiteSink("ledger.db"), policy=Approver(ask_human), safe_tools={"read_file"})
+>>> sink = SQLiteSink("ledger.db")
+>>> gate = Gate(sink, policy=Approver(ask_human), safe_tools={"read_file"})
 >>> @gate.tool(safe=True)
 ... def read_file(path: str) -> str: ...
->>> @gate.tool()
-... async def write_file(path: str, text: str) -> int: ...
 >>> with gate.run("tidy the notes", agent_path="planner") as run:
 ...     text = read_file(path="notes.txt")                     # finds its run by context
 ...     run.call("write_file", {"path": "a", "text": text}, write_file_impl)
->>> print(sink.chain(run.run_id).why(run.last_call_id))
+>>> print(sink.chain(run.run_id).why(run.last_call_id))     # why was the file written?
 
 An effectful (non-safe) tool runs only after the policy allowed it and a self-explaining
 ``action`` record was committed by a ``DurableSink``; every denied or blocked attempt is
@@ -20,8 +19,10 @@ event holds.
 Decisions worth knowing:
 
 - **Fail closed.** No active run, a sink without ``commit_action``, a failed or refused
-  commit, a policy that raises, a redactor that raises, or any error inside the gate: the
-  tool does not run and the caller gets :class:`~ledger.errors.ToolDenied` with the reason.
+  commit, a policy that raises or answers anything but a ``Decision``, a ``needs_approval``
+  nobody answered, a redactor that raises or breaks the JSON shape, or any error inside
+  the gate: the tool does not run and the caller gets :class:`~ledger.errors.ToolDenied`
+  with the reason; a best-effort ``action(denied)`` records why.
 - **Runs live in context variables**, so many runs may be active at once in threads and
   asyncio tasks, and a decorated tool finds the innermost active run *of its gate*
   without being passed one. A task created inside a run inherits it; a new thread does
@@ -36,6 +37,22 @@ Decisions worth knowing:
   an empty run id.
 - **Safe** means explicitly marked: ``safe_tools`` names or ``@gate.tool(safe=True)``.
   Safe calls skip the durable commit; their decisions and results are still recorded.
+  The policy still decides them (``call.safe`` tells it); the built-ins allow them.
+- **Durable** means able to commit: the sink has a callable ``commit_action`` (the one
+  :class:`~ledger.sinks.DurableSink` method the gate uses). Otherwise every non-safe
+  call is denied with a reason that names the sink's type.
+- **The record holds what runs.** ``args`` is copied once per call (a shallow snapshot):
+  the policy sees it read-only, the recorded ``args`` are serialized from it *after*
+  the policy decided, and the function gets exactly it. (Nested mutable values shared
+  with other threads must not change while the call is in flight.)
+- **What can be gated**: a function whose effect happens inside the call. Generator and
+  async-generator functions are denied (their body would run after the result was
+  recorded); a returned generator or, in ``call``, coroutine is closed unstarted and
+  fails the call with ``TypeError``. The tool name must be a non-empty string and a
+  given ``call_id`` a string. ``@gate.tool`` binds positional arguments to parameter
+  names and flattens ``**kwargs``; a call that does not fit the signature raises
+  ``TypeError`` before the gate (nothing is recorded); functions with positional-only
+  or ``*args`` parameters are refused when decorated.
 - Best-effort writes (request, retrieved, gate_decision, denials, tool_result, run_end,
   abort) never raise into the agent; failures are logged on the ``ledger.gate`` logger.
   Only the ``action`` commit is on the durable path, and its failure denies the call.
@@ -63,7 +80,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
 
 from ledger.errors import DuplicateEvent, ToolDenied
-from ledger.gate_call import denied_error
 from ledger.gate_events import CallState, denial_event, redacted_args
 from ledger.gate_policy import (
     AllowAll,
@@ -83,9 +99,10 @@ from ledger.gate_redact import (
     redact_text,
 )
 from ledger.gate_run import Run, active_runs, content_ref, new_call_id
+from ledger.gate_support import denied_error
 from ledger.ids import new_event_id
 from ledger.model import Event
-from ledger.sinks.base import DurableSink, Sink
+from ledger.sinks.base import Sink
 
 __all__ = [
     "REDACTED",
@@ -132,13 +149,24 @@ class Gate:
         if isinstance(safe_tools, str):
             raise TypeError("safe_tools: give a collection of tool names, not one string")
         if not callable(redact):
-            raise TypeError("redact must be a callable value -> value")
+            raise TypeError(
+                "redact must be a callable value -> value (to turn redaction off, pass "
+                "ledger.no_redaction)"
+            )
         self.sink = sink
         self.policy: Policy = policy if policy is not None else DenyNonSafe()
         self.safe_tools: frozenset[str] = frozenset(safe_tools)
         self.redact: Redactor = redact
-        self._durable_sink = sink if isinstance(sink, DurableSink) else None
-        self.durable = self._durable_sink is not None
+        # Durable means able to commit: a sink with a callable ``commit_action`` (the one
+        # method of DurableSink the gate uses), whether or not it has every other method.
+        commit = getattr(sink, "commit_action", None)
+        self._commit_action: Callable[[Event], None] | None = commit if callable(commit) else None
+        self.durable = self._commit_action is not None
+        self.not_durable = (
+            f"ledger not durable: {type(sink).__name__} has no commit_action, and a non-safe "
+            "tool runs only after its action is committed to a DurableSink "
+            "(no record, no action)"
+        )
         self._record_many: Callable[[list[Event]], None] | None = getattr(sink, "record_many", None)
 
     def __repr__(self) -> str:
@@ -180,14 +208,13 @@ class Gate:
         return lambda f: self._wrap(f, name, safe)
 
     def _wrap(self, fn: F, name: str | None, safe: bool) -> F:
-        tool_name: str = name or str(getattr(fn, "__name__", "tool"))
+        if not callable(fn):
+            raise TypeError(f"gate.tool wraps a function, got {type(fn).__name__}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise TypeError("gate.tool name must be a non-empty string (or None: the function's)")
+        tool_name: str = name or str(getattr(fn, "__name__", "") or type(fn).__name__)
         is_safe = safe or tool_name in self.safe_tools
-        signature = inspect.signature(fn)
-
-        def kwargs_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            if not args:
-                return kwargs
-            return dict(signature.bind(*args, **kwargs).arguments)
+        kwargs_of = _keyword_binder(fn, tool_name)
 
         if inspect.iscoroutinefunction(fn):
 
@@ -235,9 +262,9 @@ class Gate:
 
     def _commit(self, action: Event) -> None:
         """Commit ``action`` durably; raises whatever the sink raises."""
-        if self._durable_sink is None:
-            raise ToolDenied("ledger not durable (no record, no action)", tool=action.tool)
-        self._durable_sink.commit_action(action)
+        if self._commit_action is None:
+            raise ToolDenied(self.not_durable, tool=action.tool)
+        self._commit_action(action)
 
     def _write(self, events: list[Event], *, head: bool = False) -> bool:
         """Best-effort: store ``events`` (one batch when the sink has ``record_many``).
@@ -283,3 +310,40 @@ class Gate:
                     exc,
                 )
         return ok
+
+
+def _keyword_binder(
+    fn: Callable[..., Any], tool_name: str
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """How a decorated tool's call becomes the keyword ``args`` it is recorded and called
+    with. Positional arguments are bound to their parameter names and ``**kwargs`` are
+    flattened; a call that does not fit the signature raises ``TypeError`` before the gate
+    sees it, as calling the function would. A tool with positional-only or ``*args``
+    parameters cannot be called with keywords alone, so it is refused when decorated."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature (some builtins): keywords as given
+        return lambda args, kwargs: kwargs if not args else _no_positional(tool_name)
+    params = signature.parameters.values()
+    bad = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL)]
+    if bad:
+        raise TypeError(
+            f"gate.tool: tool {tool_name!r} has positional-only or *args parameters "
+            f"({', '.join(bad)}); a tool is called with its args as keyword arguments"
+        )
+    var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+
+    def kwargs_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs).arguments
+        if not args:
+            return kwargs
+        if var_kw is not None and var_kw in bound:
+            extra = bound.pop(var_kw)
+            bound.update(extra)
+        return dict(bound)
+
+    return kwargs_of
+
+
+def _no_positional(tool_name: str) -> dict[str, Any]:
+    raise TypeError(f"tool {tool_name!r}: pass its arguments by keyword")

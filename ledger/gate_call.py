@@ -1,10 +1,13 @@
 """The flow of one tool call through the gate: ``Run.call`` and ``Run.acall`` are sync
 and async drivers over the same steps (the steps do no I/O; the drivers do it).
 
-1. Checks: the run is active, ``args`` is a mapping with string keys, the call id is new in
-   the run, redaction works. A failure denies the call.
+1. Checks: the tool name and call id are usable, the run is active, the function can be
+   gated (not a generator function; not ``async`` in ``call``), ``args`` is a mapping with
+   string keys (snapshotted: the policy, the record and the function see the same
+   values), the call id is new in the run. A failure denies the call.
 2. The policy decides (``adecide`` in ``acall`` when the policy has one). A policy that
-   raises, or a ``needs_approval`` nobody answered, denies.
+   raises, or a ``needs_approval`` nobody answered, denies. Then the args are redacted
+   for the record (after the decision, so it holds what will run); a failure denies.
 3. Denied: ``gate_decision`` and ``action(denied)`` are recorded (best-effort, one batch)
    and :class:`~ledger.errors.ToolDenied` is raised; the function never runs.
 4. Allowed, non-safe: the sink must be a ``DurableSink`` and the run's request (chain head)
@@ -39,13 +42,13 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ulid import ULID
 
 from ledger.drift import content_hash
-from ledger.errors import ToolDenied
 from ledger.gate_events import (
     CallState,
     action_event,
@@ -56,40 +59,27 @@ from ledger.gate_events import (
 )
 from ledger.gate_policy import Decision, ToolCall, adecide, decide
 from ledger.gate_redact import PREVIEW_LIMIT, bounded
-from ledger.ids import new_event_id
+from ledger.gate_support import (
+    CancelledBeforeRun,
+    Denied,
+    denied_error,
+    executor,
+    in_thread,
+    new_call_id,
+    not_a_value,
+    policy_failed,
+    refs_of,
+    unusable_fn,
+)
 from ledger.model import Event, Ref, Verdict
 
 if TYPE_CHECKING:
     from ledger.gate import Gate
 
-__all__ = ["CallSteps", "denied_error", "in_thread", "new_call_id"]
+__all__ = ["CallSteps"]
 
 log = logging.getLogger("ledger.gate")
 T = TypeVar("T")
-
-
-def new_call_id() -> str:
-    """A fresh call id: ``"call_" + ULID``."""
-    return f"call_{new_event_id()}"
-
-
-class _Denied(Exception):
-    """Internal: a call is refused; carries the events that record why. ``reason`` is
-    what is recorded; the caller's :class:`ToolDenied` says ``action "<tool>" denied: ``
-    before it."""
-
-    def __init__(self, reason: str, events: list[Event]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.events = events
-
-    def error(self, cs: CallState) -> ToolDenied:
-        return denied_error(cs.tool, self.reason, cs.call_id)
-
-
-def denied_error(tool: str, reason: str, call_id: str) -> ToolDenied:
-    """The caller's exception: ``ToolDenied('action "<tool>" denied: <reason>')``."""
-    return ToolDenied(f'action "{tool}" denied: {reason}', tool=tool, call_id=call_id)
 
 
 class CallSteps:
@@ -127,27 +117,25 @@ class CallSteps:
     ) -> T:
         cs = self._state_for(tool, call_id, safe)
         try:
-            if inspect.iscoroutinefunction(fn):
-                raise self._deny(cs, "the tool is async; call it with acall")
-            call = self._prepare(cs, args, evidence)
+            call = self._prepare(cs, args, fn, sync=True)
             decision = self._decide(call)
-            action = self._judge(cs, decision)
+            action = self._judge(cs, decision, evidence)
             if action is not None:
                 self._ensure_head_for(cs)
                 self._commit(cs, action)
         except Exception as exc:
             denied = self._as_denied(cs, exc)
             self.gate._write(denied.events)
-            raise denied.error(cs) from None
+            raise denied_error(cs.tool, denied.reason, cs.call_id) from None
         except BaseException as exc:  # KeyboardInterrupt while an approver waited...
             self._interrupted(cs, exc)
             raise
         start = time.perf_counter_ns()
         try:
-            result = fn(**args)
-            if inspect.iscoroutine(result):  # an async tool behind a sync callable
-                result.close()
-                raise TypeError(f'tool "{tool}" returned a coroutine; call it with acall')
+            result = fn(**cs.kwargs)
+            problem = not_a_value(cs.tool, result, sync=True)
+            if problem is not None:  # a coroutine or generator: closed, it never ran
+                raise problem
         except BaseException as exc:
             self.gate._write(self._outcome(cs, None, exc, start))
             raise
@@ -165,9 +153,9 @@ class CallSteps:
     ) -> T:
         cs = self._state_for(tool, call_id, safe)
         try:
-            call = self._prepare(cs, args, evidence)
+            call = self._prepare(cs, args, fn, sync=False)
             decision = await self._adecide(call)
-            action = self._judge(cs, decision)
+            action = self._judge(cs, decision, evidence)
             if action is not None:
                 if not self.head_recorded:
                     await in_thread(self._ensure_head)
@@ -176,15 +164,18 @@ class CallSteps:
         except Exception as exc:
             denied = self._as_denied(cs, exc)
             await in_thread(self.gate._write, denied.events)
-            raise denied.error(cs) from None
+            raise denied_error(cs.tool, denied.reason, cs.call_id) from None
         except BaseException as exc:  # cancelled: written inline, the task must not await
             self._interrupted(cs, exc)
             raise
         start = time.perf_counter_ns()
         try:
-            result = fn(**args)
+            result = fn(**cs.kwargs)
             if inspect.isawaitable(result):
                 result = await result
+            problem = not_a_value(cs.tool, result, sync=False)
+            if problem is not None:  # an async generator: it never ran
+                raise problem
         except BaseException as exc:
             events = self._outcome(cs, None, exc, start)
             if isinstance(exc, asyncio.CancelledError):
@@ -197,10 +188,20 @@ class CallSteps:
 
     # --- steps shared by call and acall ----------------------------------------------
 
-    def _state_for(self, tool: str, call_id: str | None, safe: bool | None) -> CallState:
-        tool = str(tool)
+    def _state_for(self, tool: object, call_id: object, safe: bool | None) -> CallState:
+        """The call's state; a tool name or call id of the wrong type (callers are not
+        always typed) is kept as ``problem``, which denies the call in ``_prepare``."""
+        problem = ""
+        if not isinstance(tool, str):
+            problem = f"the tool name must be a string, got {type(tool).__name__}"
+            tool = f"<{type(tool).__name__}>"
+        elif not tool.strip():
+            problem = "the tool name is empty"
+        if call_id is not None and not isinstance(call_id, str):
+            problem = problem or f"call_id must be a string or None, got {type(call_id).__name__}"
+            call_id = None
         if safe is None:
-            safe = tool in self.gate.safe_tools
+            safe = not problem and tool in self.gate.safe_tools
         return CallState(
             run_id=self.run_id,
             agent_path=self.agent_path,
@@ -210,7 +211,8 @@ class CallSteps:
             request_quote=self._request_quote,
             redact=self.gate.redact,
             refs=(self._request_ref,),
-            preview=bounded(str(tool)),
+            preview=bounded(tool),
+            problem=problem,
         )
 
     def _interrupted(self, cs: CallState, exc: BaseException) -> None:
@@ -219,87 +221,102 @@ class CallSteps:
         what = "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
         self.gate._write([*cs.pending, denial_event(cs, f"{what} before the tool ran")])
 
-    def _as_denied(self, cs: CallState, exc: Exception) -> _Denied:
-        if isinstance(exc, _Denied):
+    def _as_denied(self, cs: CallState, exc: Exception) -> Denied:
+        if isinstance(exc, Denied):
             return exc
         log.exception("ledger: the gate failed on call %s; denying", cs.call_id)
         reason = f"gate error ({type(exc).__name__})"
         return self._deny(cs, reason, *cs.pending)
 
-    def _deny(self, cs: CallState, reason: str, *pending: Event) -> _Denied:
+    def _deny(self, cs: CallState, reason: str, *pending: Event) -> Denied:
         try:
             denial = denial_event(cs, reason)
         except Exception:  # e.g. unusable evidence: keep the record, drop the refs
             cs.refs = (self._request_ref,)
             denial = denial_event(cs, reason)
-        return _Denied(reason, [*pending, denial])
+        return Denied(reason, [*pending, denial])
 
-    def _prepare(self, cs: CallState, args: Mapping[str, Any], evidence: Iterable[Ref]) -> ToolCall:
+    def _prepare(
+        self, cs: CallState, args: Mapping[str, Any], fn: Callable[..., Any], *, sync: bool
+    ) -> ToolCall:
+        """Check the call and snapshot its args: the policy sees, the record holds and the
+        function gets the same top-level values, whatever the caller's mapping does later."""
+        if cs.problem:
+            raise self._deny(cs, cs.problem)
         if self._state != "active":
             state = "has ended" if self._state == "ended" else "was not entered"
             raise self._deny(cs, f"run {self.run_id} {state}")
-        if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
-            raise self._deny(
-                cs,
-                "args must be a mapping of keyword arguments (string keys)",
-            )
+        problem = unusable_fn(fn, sync=sync)
+        if problem:
+            raise self._deny(cs, problem)
+        kwargs = dict(args) if isinstance(args, Mapping) else None
+        if kwargs is None or not all(isinstance(k, str) for k in kwargs):
+            raise self._deny(cs, "args must be a mapping of keyword arguments (string keys)")
         with self._lock:
             if cs.call_id in self._calls:
-                raise self._deny(
-                    cs,
-                    f"call id {cs.call_id!r} was already used in this run",
-                )
+                raise self._deny(cs, f"call id {cs.call_id!r} was already used in this run")
             self._calls.add(cs.call_id)
             self.last_call_id = cs.call_id
+        cs.kwargs = kwargs
+        view = MappingProxyType(kwargs)
+        return ToolCall(
+            tool=cs.tool, args=view, call_id=cs.call_id, run_id=self.run_id, safe=cs.safe
+        )
+
+    def _record_args(self, cs: CallState, evidence: Iterable[Ref]) -> None:
+        """Redact the args (after the policy decided, so the record holds what will run)
+        and build the preview and refs; a failure denies without showing the values."""
         try:
-            cs.args_json = redacted_args(args, cs.redact)
+            cs.args_json = redacted_args(cs.kwargs, cs.redact)
             cs.preview = bounded(cs.redact(bounded(f"{cs.tool} {cs.args_json}", 4 * PREVIEW_LIMIT)))
             if not isinstance(cs.preview, str):
                 raise TypeError("the redactor did not return text for the preview")
-            cs.refs = (self._request_ref, *_refs(evidence))
+            cs.refs = (self._request_ref, *refs_of(evidence))
         except Exception as exc:
             cs.args_json, cs.preview = "{}", bounded(cs.tool)
             cs.refs = (self._request_ref,)
             raise self._deny(  # the message could hold what was to be redacted: not shown
-                cs,
-                f"could not redact or record its arguments ({type(exc).__name__})",
+                cs, f"could not redact or record its arguments ({type(exc).__name__})"
             ) from None
-        return ToolCall(
-            tool=cs.tool, args=args, call_id=cs.call_id, run_id=self.run_id, safe=cs.safe
-        )
 
     def _decide(self, call: ToolCall) -> Decision:
         try:
             return decide(self.gate.policy, call)
         except Exception as exc:
-            return _policy_failed(exc, self.gate.redact)
+            return policy_failed(exc, self.gate.redact)
 
     async def _adecide(self, call: ToolCall) -> Decision:
         try:
             return await adecide(self.gate.policy, call)
         except Exception as exc:
-            return _policy_failed(exc, self.gate.redact)
+            return policy_failed(exc, self.gate.redact)
 
-    def _judge(self, cs: CallState, decision: Decision) -> Event | None:
-        """Turn the policy's decision into the gate's: raise ``_Denied``, or return the
+    def _judge(self, cs: CallState, decision: Decision, evidence: Iterable[Ref]) -> Event | None:
+        """Turn the policy's decision into the gate's: raise ``Denied``, or return the
         action to commit (``None`` for a safe call), queueing the decision event."""
+        self._record_args(cs, evidence)
         verdict, reason, pid = decision.verdict, decision.reason, decision.policy_id
+        if reason:  # a policy may quote the args it judged: its reason is redacted too
+            try:
+                reason = cs.redact(reason)
+                if not isinstance(reason, str):
+                    raise TypeError("the redactor did not return text for the reason")
+            except Exception as exc:
+                raise self._deny(
+                    cs, f"could not redact the policy's reason ({type(exc).__name__})"
+                ) from None
         if verdict is Verdict.NEEDS_APPROVAL:
             verdict = Verdict.DENIED
             reason = f"{reason}; no approver answered (fail-closed)"
         allowed = verdict is Verdict.ALLOWED
         recorded = decision_event(cs, verdict, reason, pid, with_args=allowed and cs.safe)
         if not allowed:
-            raise _Denied(reason, [recorded, denial_event(cs, reason, pid)])
+            raise Denied(reason, [recorded, denial_event(cs, reason, pid)])
         if cs.safe:
             cs.pending.append(recorded)
             return None
         if not self.gate.durable:
-            raise self._deny(
-                cs,
-                "ledger not durable (no record, no action)",
-                recorded,
-            )
+            raise self._deny(cs, self.gate.not_durable, recorded)
         cs.pending.append(recorded)
         return action_event(cs, reason, pid)
 
@@ -322,7 +339,7 @@ class CallSteps:
         cs.committed = True
 
     async def _acommit(self, cs: CallState, action: Event) -> None:
-        future = _executor().submit(self.gate._commit, action)
+        future = executor().submit(self.gate._commit, action)
         try:
             await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -335,12 +352,12 @@ class CallSteps:
 
     def _after_cancelled_commit(self, cs: CallState, future: Future[None]) -> None:
         if not future.cancelled() and future.exception() is None:
-            note = result_event(cs, None, _CancelledBeforeRun(), 0)
+            note = result_event(cs, None, CancelledBeforeRun(), 0)
             self.gate._write([*cs.pending, note])
         else:
             self.gate._write([*cs.pending, denial_event(cs, "cancelled before the tool ran")])
 
-    def _commit_failed(self, cs: CallState, exc: Exception) -> _Denied:
+    def _commit_failed(self, cs: CallState, exc: Exception) -> Denied:
         detail = bounded(f"{type(exc).__name__}: {exc}", 4 * PREVIEW_LIMIT)
         try:
             detail = str(cs.redact(detail))
@@ -361,48 +378,3 @@ class CallSteps:
         if event.result is not None:
             self._results[cs.call_id] = (event.event_id, content_hash(event.result))
         return [*cs.pending, event]
-
-
-class _CancelledBeforeRun(Exception):
-    def __str__(self) -> str:
-        return "cancelled after the commit, before the tool ran; the tool did not run"
-
-
-def _refs(evidence: Iterable[Ref]) -> tuple[Ref, ...]:
-    if isinstance(evidence, Ref):
-        return (evidence,)
-    refs = tuple(evidence)
-    for ref in refs:
-        if not isinstance(ref, Ref):
-            raise TypeError(f"evidence must be Ref values, got {type(ref).__name__}")
-    return refs
-
-
-def _policy_failed(exc: Exception, redact: Callable[[Any], Any]) -> Decision:
-    log.warning("ledger: the gate policy raised %s; denying", type(exc).__name__)
-    detail = bounded(f"{type(exc).__name__}: {exc}", PREVIEW_LIMIT)
-    try:
-        detail = str(redact(detail))
-    except Exception:
-        detail = type(exc).__name__
-    return Decision(
-        verdict=Verdict.DENIED, reason=f"policy error ({detail}); fail-closed", policy_id="gate"
-    )
-
-
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
-def _executor() -> ThreadPoolExecutor:
-    """The gate's worker threads for sink I/O from async code (created on first use)."""
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="ledger-gate")
-    return _pool
-
-
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    return await asyncio.wrap_future(_executor().submit(fn, *args))

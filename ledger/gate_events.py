@@ -88,6 +88,8 @@ class CallState:
     redact: Redactor = no_redaction
     pending: list[Event] = field(default_factory=list)
     committed: bool = False
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    problem: str = ""
 
 
 def request_event(*, run_id: str, agent_path: str, text: str, redact: Redactor) -> Event:

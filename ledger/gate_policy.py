@@ -24,7 +24,8 @@ Built-ins:
 - :class:`Approver`: asks ``callback(call)`` (sync or async) whenever the wrapped policy
   says ``needs_approval``; its answer and reason become the recorded decision.
 
-A policy may also offer ``async def adecide(call)``; ``Run.acall`` awaits it when present.
+A policy may also offer ``async def adecide(call)``; ``Run.acall`` awaits it when present
+(an ``async def decide`` works from ``acall`` too; from a sync ``call`` it denies).
 """
 
 from __future__ import annotations
@@ -71,41 +72,58 @@ class ToolCall:
             object.__setattr__(self, "args", MappingProxyType(dict(self.args)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Decision:
     """A policy's answer: ``Decision("allowed", "why", "policy-id")`` or by keyword,
     ``Decision(verdict="allowed", reason="...", policy_id="p")``.
 
-    ``verdict`` accepts the plain strings too; ``reason`` is recorded and shown to the
-    caller on a denial; ``policy_id`` names the policy that decided.
+    ``verdict`` accepts the plain strings too (typed so, for ``mypy --strict`` callers)
+    and is stored as a :class:`~ledger.model.Verdict`; ``reason`` is recorded and shown to
+    the caller on a denial; ``policy_id`` names the policy that decided.
     """
 
     verdict: Verdict
     reason: str
-    policy_id: str = ""
+    policy_id: str
 
-    def __post_init__(self) -> None:
+    def __init__(self, verdict: Verdict | str, reason: str, policy_id: str = "") -> None:
         try:
-            object.__setattr__(self, "verdict", Verdict(self.verdict))
+            member = Verdict(verdict)
         except ValueError:
             allowed = ", ".join(repr(v.value) for v in Verdict)
             raise ValidationError(
-                f"decision verdict: {self.verdict!r} is not one of {allowed}"
+                f"decision verdict: {verdict!r} is not one of {allowed}"
             ) from None
-        if not isinstance(self.reason, str) or not isinstance(self.policy_id, str):
+        if not isinstance(reason, str) or not isinstance(policy_id, str):
             raise ValidationError("decision reason and policy_id must be strings")
+        object.__setattr__(self, "verdict", member)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "policy_id", policy_id)
 
 
 @runtime_checkable
 class Policy(Protocol):
-    """Decides one call: ``policy.decide(call) -> Decision``. Raising denies the call."""
+    """Decides one call: ``policy.decide(call) -> Decision``. Raising denies the call.
+
+    The policy decides every call, those of tools marked safe too (``call.safe`` tells):
+    a policy that should not block reads returns ``allowed`` for them, as the built-ins
+    do. Safe only spares a call the durable commit; it never bypasses the policy.
+    """
 
     def decide(self, call: ToolCall) -> Decision: ...
 
 
 def decide(policy: Policy, call: ToolCall) -> Decision:
     """Ask ``policy`` synchronously (what ``Run.call`` does)."""
-    decision = policy.decide(call)
+    decision: object = policy.decide(call)
+    if inspect.isawaitable(decision):  # an ``async def decide``: only acall can await it
+        close = getattr(decision, "close", None)
+        if close is not None:
+            close()
+        raise ValidationError(
+            f"policy {type(policy).__name__}.decide is async; call the tool with acall "
+            "(or give the policy a sync decide)"
+        )
     if not isinstance(decision, Decision):
         raise ValidationError(
             f"policy {type(policy).__name__} returned {type(decision).__name__}, not a Decision"
@@ -116,9 +134,12 @@ def decide(policy: Policy, call: ToolCall) -> Decision:
 async def adecide(policy: Policy, call: ToolCall) -> Decision:
     """Ask ``policy`` from async code: its ``adecide`` when it has one, else ``decide``."""
     async_decide = getattr(policy, "adecide", None)
-    if async_decide is None:
-        return decide(policy, call)
-    decision = await async_decide(call)
+    if async_decide is not None:
+        decision = await async_decide(call)
+    else:
+        decision = policy.decide(call)
+        if inspect.isawaitable(decision):  # an ``async def decide`` is awaited here
+            decision = await decision
     if not isinstance(decision, Decision):
         raise ValidationError(
             f"policy {type(policy).__name__} returned {type(decision).__name__}, not a Decision"

@@ -15,8 +15,11 @@ the failure recorded instead).
 ``secret``, ``token``, ``api_key``, ``authorization``, ``private_key``, ``cookie``,
 ``credentials``...) and, inside any string: private-key blocks, bearer/basic
 credentials, well-known API key formats (OpenAI/Anthropic ``sk-``, GitHub ``ghp_``/
-``github_pat_``, GitLab, Slack, AWS access key ids, Google ``AIza``, Stripe, npm), JWTs,
-``password=...``-style pairs, and the password of ``scheme://user:password@host`` URLs.
+``github_pat_``, GitLab, Slack tokens and webhook URLs, AWS access key ids, Google
+``AIza``, Stripe, npm, Hugging Face), JWTs, ``password=...``-style pairs (also
+``DB_PASSWORD=``, ``aws_secret_access_key =``, ``"token": "..."``), and the password of
+``scheme://user:password@host`` URLs. Not caught: a secret with no recognizable shape and
+no telling name next to it (a bare AWS secret key, a random hex string).
 :func:`no_redaction` turns redaction off explicitly.
 """
 
@@ -76,20 +79,34 @@ _TOKENS = "|".join(
         r"\bAIza[0-9A-Za-z_\-]{35}",
         r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
         r"\bnpm_[A-Za-z0-9]{36}",
+        r"\bhf_[A-Za-z0-9]{30,}",
+        r"https://hooks\.slack\.com/services/[A-Za-z0-9_/\-]+",
         r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     )
 )
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    """The replacement of one ``key=value`` pair: the key kept, the value masked (inside
+    its quotes when it was quoted)."""
+    head, value = match.group(1), match.group(0)[len(match.group(1)) :]
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{head}{quote}{REDACTED}{quote}"
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (re.compile(_PRIVATE_KEY, re.DOTALL), REDACTED),
     (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]{8,}=*"), r"\1\2" + REDACTED),
     (re.compile(_TOKENS), REDACTED),
     (
+        # key=value / key: value pairs, the key possibly prefixed (DB_PASSWORD,
+        # aws_secret_access_key, clientSecret); a quoted value keeps its quotes.
         re.compile(
-            r"(?i)(\b(?:password|passwd|passphrase|secret|client[_-]?secret|token|"
-            r"access[_-]?token|api[_-]?key|access[_-]?key)\b[\"']?\s*[:=]\s*)"
-            r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}]+)"
+            r"(?i)(\b[A-Za-z0-9_.\-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|"
+            r"access[_-]?key|private[_-]?key|credentials?)\b[\"']?\s*[:=]\s*)"
+            r"(?:\"[^\"]*\"|'[^']*'|([^\s,;&\"'}]+))"
         ),
-        r"\1" + REDACTED,
+        _mask_value,
     ),
     (
         re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+:)([^@\s/]+)(@)"),
@@ -99,7 +116,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 # A cheap pre-check on the lowercased text: most strings match none, and skip every regex.
 _HINT = re.compile(
     r"key|pass|secret|token|bearer|basic|://|sk-|_live_|_test_|gh[pousr]_|github_pat|glpat|"
-    r"xox|akia|asia|aiza|npm_|eyj|private"
+    r"xox|akia|asia|aiza|npm_|hf_|eyj|private|credential"
 )
 
 

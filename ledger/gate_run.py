@@ -23,9 +23,10 @@ import orjson
 from ulid import ULID
 
 from ledger.drift import content_hash
-from ledger.gate_call import CallSteps, in_thread, new_call_id
+from ledger.gate_call import CallSteps
 from ledger.gate_events import end_event, request_event, request_ref
 from ledger.gate_redact import bounded, no_redaction
+from ledger.gate_support import in_thread, new_call_id
 from ledger.ids import new_event_id
 from ledger.model import Event, Kind, Ref, RefSource
 
@@ -166,12 +167,13 @@ class Run(CallSteps):
 
     # --- what the model saw ------------------------------------------------------------
 
-    def retrieved(self, refs: Iterable[Ref]) -> tuple[Ref, ...]:
+    def retrieved(self, refs: Iterable[Ref] | Ref) -> tuple[Ref, ...]:
         """Record one ``retrieved`` event: what was put in front of the model, by ref.
 
         >>> run.retrieved([content_ref("memory", "m1", text)])
 
-        Returns the refs (to pass on as ``evidence``). Nothing is recorded for none.
+        Returns the refs (to pass on as ``evidence``). Nothing is recorded for none; one
+        ``Ref`` on its own is taken as a list of one.
         Best-effort, like every observation: a storage failure is logged; refs that are
         not :class:`~ledger.model.Ref` values raise ``ValidationError`` (a caller bug).
         """
@@ -180,15 +182,15 @@ class Run(CallSteps):
             self.gate._write([event])
         return event.refs if event is not None else ()
 
-    async def aretrieved(self, refs: Iterable[Ref]) -> tuple[Ref, ...]:
+    async def aretrieved(self, refs: Iterable[Ref] | Ref) -> tuple[Ref, ...]:
         """The async twin of :meth:`retrieved`."""
         event = self._retrieved_event(refs)
         if event is not None:
             await in_thread(self.gate._write, [event])
         return event.refs if event is not None else ()
 
-    def _retrieved_event(self, refs: Iterable[Ref]) -> Event | None:
-        refs = tuple(refs)
+    def _retrieved_event(self, refs: Iterable[Ref] | Ref) -> Event | None:
+        refs = (refs,) if isinstance(refs, Ref) else tuple(refs)
         if not refs:
             return None
         return Event(kind=Kind.RETRIEVED, run_id=self.run_id, agent_path=self.agent_path, refs=refs)

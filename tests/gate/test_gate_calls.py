@@ -4,6 +4,7 @@ the gate (22-26), wiring (28-29) and the defects the reference left (3, 4, 5, 10
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from ledger.drift import content_hash
 from ledger.errors import ToolDenied
 from ledger.gate import AllowAll, Approver, Gate
-from ledger.model import Kind, Ref, RefSource, Verdict
+from ledger.model import Event, Kind, Ref, RefSource, Verdict
 from ledger.sinks import DiscardSink, JSONLSink, SQLiteSink, read_jsonl
 
 from .conftest import FlakyCommits, kinds, of_call
@@ -138,11 +139,30 @@ def test_commit_failure_denies_and_records_why(sqlite_sink: SQLiteSink) -> None:
     assert chain.action("ok").outcome == "succeeded"
 
 
-def test_a_refused_record_denies(sqlite_sink: SQLiteSink) -> None:
-    gate = Gate(sqlite_sink, policy=AllowAll())
+class RefusingSink(SQLiteSink):
+    """A durable sink whose ``commit_action`` refuses every record."""
+
+    def commit_action(self, event: Event) -> None:
+        super().commit_action(event.replace(refs=()))  # the real validation refuses it
+
+
+def test_a_refused_record_denies(tmp_path: Path) -> None:
+    with RefusingSink(tmp_path / "l.db") as sink:
+        gate = Gate(sink, policy=AllowAll())
+        tool = Tool()
+        with gate.run("x") as run, pytest.raises(ToolDenied, match="not self-explaining"):
+            run.call("write", {"path": "a"}, tool, call_id="c1")
+        assert tool.calls == []
+        intent = sink.chain(run.run_id).action("c1").intent
+        assert intent.verdict is Verdict.DENIED and "record not durable" in intent.reason
+
+
+@pytest.mark.parametrize("name", ["", "   ", None, 3])
+def test_a_tool_without_a_usable_name_is_denied(sqlite_sink: SQLiteSink, name: Any) -> None:
+    gate = Gate(sqlite_sink, policy=AllowAll(), safe_tools={""})
     tool = Tool()
-    with gate.run("x") as run, pytest.raises(ToolDenied, match="not self-explaining"):
-        run.call("", {}, tool)  # no tool name: commit_action refuses the record
+    with gate.run("x") as run, pytest.raises(ToolDenied, match="tool name"):
+        run.call(name, {}, tool)
     assert tool.calls == []
 
 
@@ -270,8 +290,17 @@ def test_decorated_tool_outside_a_run_is_denied_and_recorded(sqlite_sink: SQLite
         read_file(path="x")
 
 
-class BrokenArgs(dict[str, Any]):
+class BrokenArgs(Mapping[str, Any]):
     """Arguments whose iteration fails inside the gate's own checks."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+    def __getitem__(self, key: str) -> Any:
+        return self.kwargs[key]
+
+    def __len__(self) -> int:
+        return len(self.kwargs)
 
     def __iter__(self) -> Any:
         raise RuntimeError("the gate itself failed")

@@ -18,10 +18,10 @@ def call(tool: str, safe: bool = False, **args: Any) -> ToolCall:
 
 
 def test_values_are_frozen_and_validated() -> None:
-    decision = Decision(verdict="allowed", reason="ok")  # type: ignore[arg-type]
+    decision = Decision(verdict="allowed", reason="ok")
     assert decision.verdict is Verdict.ALLOWED and decision.policy_id == ""
     with pytest.raises(ValidationError):
-        Decision(verdict="maybe", reason="")  # type: ignore[arg-type]
+        Decision(verdict="maybe", reason="")
     c = call("t", path="a")
     with pytest.raises(TypeError):
         c.args["path"] = "b"  # type: ignore[index]

@@ -50,10 +50,10 @@ def test_structures_and_text_patterns() -> None:
     assert out["password"] == out["X-Api-Key"] == out["credentials"] == REDACTED
     assert out["headers"] == [{"Authorization": REDACTED}]
     assert out["cmd"] == f"curl -H 'Authorization: Bearer {REDACTED}' https://u:{REDACTED}@host/x"
-    assert out["env"] == f"PASSWORD={REDACTED} API_KEY={REDACTED} other=1"
+    assert out["env"] == f"PASSWORD={REDACTED} API_KEY='{REDACTED}' other=1"
     assert out["pem"] == f"key:\n{REDACTED}\nend"
     assert value["password"] == "hunter2"  # the input is not changed
-    assert redact_text('{"password": "hunter2"}') == '{"password": ' + REDACTED + "}"
+    assert redact_text('{"password": "hunter2"}') == '{"password": "' + REDACTED + '"}'
     assert redact_text("the author wrote a token bucket") == "the author wrote a token bucket"
     assert no_redaction(value) is value
 
