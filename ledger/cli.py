@@ -24,6 +24,7 @@ import importlib.metadata
 import io
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -54,22 +55,66 @@ def _silence_stdout() -> None:
         pass
 
 
+class _HeldWarnings(logging.Handler):
+    """Holds log records while a command runs: shown after it succeeds, dropped when it
+    fails, so that a failure is one line on stderr (``--debug`` shows everything live)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter("ledger: %(levelname)s: %(message)s"))
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def flush_held(self) -> None:
+        for record in self.records:
+            click.echo(" ".join(self.format(record).split()), err=True)
+        self.records.clear()
+
+
+def _hold_warnings() -> _HeldWarnings:
+    """Route warnings into a holder (not when debugging: then they go out as they come)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, _HeldWarnings):
+            root.removeHandler(handler)
+    held = _HeldWarnings()
+    root.addHandler(held)
+    root.setLevel(logging.WARNING)
+    return held
+
+
 class LedgerGroup(click.Group):
     """The root group: any error below it becomes one line on stderr and exit status 1."""
 
     def invoke(self, ctx: click.Context) -> object:
+        debugging = bool(ctx.params.get("debug")) or _debugging()
+        held = None if debugging else _hold_warnings()
         try:
-            return super().invoke(ctx)
+            value = super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            if held is not None:
+                held.flush_held()
             raise
         except BrokenPipeError:  # `ledger events --json | head`: stop quietly, as cat does
             _silence_stdout()
             ctx.exit(EXIT_BROKEN_PIPE)
+        except SystemExit:
+            if held is not None:
+                held.flush_held()
+            raise
         except Exception as exc:
             if ctx.params.get("debug") or _debugging():
                 raise
             click.echo(f"ledger: error: {error_line(exc)}", err=True)
             ctx.exit(EXIT_ERROR)
+        finally:
+            if held is not None:
+                logging.getLogger().removeHandler(held)
+        if held is not None:
+            held.flush_held()
+        return value
 
 
 @click.group(
@@ -81,8 +126,10 @@ class LedgerGroup(click.Group):
 def cli(debug: bool) -> None:
     """The agent provenance ledger: what an agent did, why, and what it was stopped from
     doing."""
-    level = logging.DEBUG if debug else logging.WARNING
-    logging.basicConfig(level=level, format="ledger: %(levelname)s: %(name)s: %(message)s")
+    if debug or _debugging():
+        logging.basicConfig(
+            level=logging.DEBUG, format="ledger: %(levelname)s: %(name)s: %(message)s"
+        )
 
 
 cli_demo.register(cli)
@@ -104,18 +151,31 @@ def error_line(exc: BaseException) -> str:
         sa_exc = None  # type: ignore[assignment]
     if sa_exc is not None and isinstance(exc, sa_exc.DBAPIError):
         detail = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        return f"database error: {detail}"
+        return f"database error: {_tidy(detail)}"
     if sa_exc is not None and isinstance(exc, sa_exc.SQLAlchemyError):
-        return f"database error: {str(exc).splitlines()[0]}"
+        return f"database error: {_tidy(str(exc).splitlines()[0])}"
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
     from ledger.errors import LedgerError
 
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = _tidy(str(exc)) or type(exc).__name__
     if isinstance(exc, LedgerError):
         return text
     return f"internal error ({type(exc).__name__}): {text} (rerun with --debug for details)"
+
+
+_SA_BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
+_SA_PREFIX = re.compile(r"\((?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*\)\s*")
+
+
+def _tidy(text: str) -> str:
+    """One line without SQLAlchemy's "(Background on this error at: …)" link and
+    "(psycopg.OperationalError)" class prefix."""
+    text = _SA_PREFIX.sub("", _SA_BACKGROUND.sub("", text))
+    return " ".join(text.split())
 
 
 def main(args: Sequence[str] | None = None) -> None:

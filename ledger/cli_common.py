@@ -18,8 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ledger.cli_source import open_reader
 from ledger.errors import ValidationError
@@ -30,10 +32,13 @@ __all__ = [
     "DEFAULT_DB",
     "db_option",
     "emit_json",
+    "human_time",
     "json_option",
+    "narrow_table",
     "open_db",
     "parse_when",
     "progress",
+    "short_hash",
     "stdout",
     "window_options",
 ]
@@ -125,6 +130,39 @@ def open_db(url: str) -> Iterator[Reader]:
         yield reader
     finally:
         reader.close()
+
+
+def human_time(value: datetime | None) -> str:
+    """A time for people: ``2026-11-30 14:44:44`` (UTC, to the second; ``-`` for none).
+
+    The space lets a narrow table wrap date and time onto two lines; ``--json`` keeps
+    the full RFC 3339 form with microseconds."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def narrow_table(title: str | None = None) -> Table:
+    """A table that stays readable at 80 columns: a rule under the header and no
+    vertical borders, so the columns get the width (ids fold, times wrap, never "…")."""
+    return Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        title_justify="left",
+    )
+
+
+def short_hash(value: str | None) -> str:
+    """``sha256:e9cd29db755c…`` (12 hex digits) for human output; ``--json`` has it all."""
+    if not value:
+        return ""
+    algo, sep, digest = value.partition(":")
+    if not sep or len(digest) <= 12:
+        return value
+    return f"{algo}:{digest[:12]}…"
 
 
 def _default(value: object) -> Any:

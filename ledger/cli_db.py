@@ -22,7 +22,7 @@ def db() -> None:
     """Database schema and health."""
 
 
-@db.command()
+@db.command(short_help="Create or migrate the schema at URL to the newest revision.")
 @click.argument("url")
 @json_option
 def upgrade(url: str, as_json: bool) -> None:
@@ -37,7 +37,7 @@ def upgrade(url: str, as_json: bool) -> None:
         click.echo(f"schema at revision {revision}")
 
 
-@db.command()
+@db.command(short_help="Schema revision, row counts and integrity (read-only).")
 @click.argument("url")
 @json_option
 def check(url: str, as_json: bool) -> None:
@@ -46,7 +46,8 @@ def check(url: str, as_json: bool) -> None:
     if as_json:
         emit_json(result.to_dict())
     else:
-        table = Table(title=f"ledger database {escape(result.url)}", show_header=False)
+        stdout().print(f"ledger database {escape(result.url)}", soft_wrap=True)
+        table = Table(show_header=False)
         table.add_column("what")
         table.add_column("value")
         table.add_row("dialect", result.dialect)

@@ -20,6 +20,8 @@ summary of the run are shown. Running it again adds a second run and a second no
 
 from __future__ import annotations
 
+import os
+import shlex
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,8 +31,8 @@ import click
 from rich.markup import escape
 
 from ledger.cli_common import DEFAULT_DB, db_option, emit_json, json_option, open_db, stdout
-from ledger.cli_source import parse_url
-from ledger.errors import LedgerError
+from ledger.cli_source import lock_timeout, parse_url
+from ledger.errors import LedgerError, StorageError
 
 __all__ = ["DemoTyped", "default_home", "demo", "record_note", "register"]
 
@@ -65,6 +67,12 @@ def record_note(home: Path, run_id: str, written: Path | None) -> DemoTyped:
     from ledger.cli_typed import load_config, typed_api
 
     config = load_config(config_path)
+    kinds = {d.name: d.type for d in config.ledgers}
+    if kinds.get("knowledge") != "notes":
+        raise LedgerError(
+            f"{config_path} has no `knowledge` notes ledger, which the demo writes to "
+            "(delete the file to have the demo write it again, or choose another --dir)"
+        )
     queue = typed_api("IntentQueue")(config)
     outcome = "wrote notes.tidy.txt" if written else "was refused the write"
     answer = queue.submit(
@@ -90,7 +98,7 @@ def record_note(home: Path, run_id: str, written: Path | None) -> DemoTyped:
     )
 
 
-@click.command()
+@click.command(short_help="Run the scripted agent, then show its chain and a summary.")
 @db_option
 @click.option(
     "--dir",
@@ -104,14 +112,81 @@ def demo(db: str, home: Path | None, deny_write: bool, as_json: bool) -> None:
     """Run the scripted agent through the gate into --db, then show its chain and a short
     compliance summary. Safe to repeat: each run adds a new run."""
     from ledger.demo import run_scripted_agent
-    from ledger.sinks import open_sink
 
     home = home if home is not None else default_home(db)
     home.mkdir(parents=True, exist_ok=True)
-    with open_sink(db) as sink:
+    _check_home_writable(home)
+    with _open_for_writing(db) as sink:
         result = run_scripted_agent(sink, home / "work", approve=not deny_write)
     typed = record_note(home, result.run_id, result.written)
     _show(db, result, typed, home, as_json)
+
+
+def _check_home_writable(home: Path) -> None:
+    """Refuse, before the run is recorded, a demo home the demo could not finish writing
+    (a read-only folder or file left from an earlier run)."""
+    for path in [home, *sorted(home.rglob("*"))]:
+        if path.is_symlink() or os.access(path, os.W_OK):
+            continue
+        raise StorageError(
+            f"cannot write to {path}: it is read-only, and the demo writes there again "
+            "(fix its permissions, or choose another --dir)"
+        )
+
+
+def _open_for_writing(db: str) -> Any:
+    """The sink the demo writes to. A SQLite file must be writable (checked first, so a
+    read-only ledger is one clear error, not a run that records nothing) and a locked one
+    is waited for ``LEDGER_LOCK_TIMEOUT`` seconds. A JSONL file is no durable sink, so
+    the gate refuses the run's non-safe write there (the output says so)."""
+    from ledger.sinks import SQLiteSink, open_sink
+
+    parsed = parse_url(db)
+    if parsed.path is None:
+        return open_sink(db)
+    path = parsed.path
+    if path.is_dir():
+        raise StorageError(f"{path} is a directory, not a ledger file (pass --db)")
+    folder = path.parent if str(path.parent) else Path()
+    if not folder.is_dir():
+        raise StorageError(f"cannot create {path}: the folder {folder} does not exist")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StorageError(f"cannot write to {path}: the file is read-only (choose another --db)")
+    if (parsed.scheme == "sqlite" or not path.exists()) and not os.access(folder, os.W_OK):
+        raise StorageError(
+            f"cannot write to {path}: the folder {folder} is read-only (choose another --db)"
+        )
+    if parsed.scheme == "jsonl":
+        return open_sink(db)
+    wait = lock_timeout()
+    if path.exists():
+        _probe_write_lock(path, wait)
+    return SQLiteSink(path, busy_timeout=min(wait, 5.0), lock_wait=wait)
+
+
+def _probe_write_lock(path: Path, wait: float) -> None:
+    """Take and release SQLite's write lock, so a database another process holds is one
+    clear error before the run starts, not a run whose records are lost one by one."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(path, timeout=wait, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot open the SQLite ledger {path}: {exc}") from None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StorageError(
+                f"the SQLite ledger {path} is locked by another process (waited {wait:g} s; "
+                "set LEDGER_LOCK_TIMEOUT to wait longer)"
+            ) from None
+        raise StorageError(f"cannot write to the SQLite ledger {path}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"cannot open the SQLite ledger {path}: {exc}") from None
+    finally:
+        conn.close()
 
 
 def _show(db: str, result: Any, typed: DemoTyped, home: Path, as_json: bool) -> None:
@@ -122,6 +197,8 @@ def _show(db: str, result: Any, typed: DemoTyped, home: Path, as_json: bool) -> 
     with open_db(db) as reader:
         chain = reader.chain(result.run_id)
         times = [e.time for e in chain.events]
+        if not times:
+            raise StorageError(f"the demo run {result.run_id} left no events in {db}")
         report = build_report(
             reader, since=min(times), until=max(times) + timedelta(microseconds=1)
         )
@@ -149,14 +226,20 @@ def _show(db: str, result: Any, typed: DemoTyped, home: Path, as_json: bool) -> 
         f"{typed.projection}"
     )
     print_summary(report, console, details=False)
-    flag = "" if db == DEFAULT_DB else f" --db {db}"
+    if parse_url(db).scheme == "jsonl":
+        console.print(
+            "[yellow]note: a JSONL file is not a durable sink, so the gate refused the "
+            "non-safe write (no durable record, no action); use sqlite:/// or "
+            "postgresql:// for the full demo[/]"
+        )
+    flag = "" if db == DEFAULT_DB else f" --db {shlex.quote(db)}"
     console.print("\nNext:", soft_wrap=True)
     for line in (
         f"ledger why{flag} {result.run_id} {result.write_call_id}",
         f"ledger runs{flag}",
         f"ledger report{flag} --format html -o report.html",
     ):
-        console.print(f"  {escape(line)}", soft_wrap=True)
+        console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def register(group: click.Group) -> None:

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 import click
 from rich.markup import escape
-from rich.table import Table
 from rich.tree import Tree
 
 from ledger.chain import Action, Chain
-from ledger.cli_common import db_option, emit_json, json_option, open_db, stdout, window_options
+from ledger.cli_common import (
+    db_option,
+    emit_json,
+    human_time,
+    json_option,
+    narrow_table,
+    open_db,
+    short_hash,
+    stdout,
+    window_options,
+)
 from ledger.drift import EventResolver, RefCheck, Resolver, chain_refs, verify_refs
 from ledger.errors import LedgerError
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
@@ -84,10 +94,18 @@ def chain_dict(chain: Chain) -> dict[str, Any]:
 
 
 def _ref_text(ref: Ref) -> str:
-    return f"{ref.source} {ref.id} " + (ref.hash or "(no hash captured)")
+    return f"{ref.source} {ref.id} " + (short_hash(ref.hash) or "(no hash captured)")
 
 
-@click.command()
+def _span(first: datetime, last: datetime) -> str:
+    """``2026-11-30 14:44:44 → 14:45:02`` (the date again only when it changed)."""
+    start, end = human_time(first), human_time(last)
+    if end[:10] == start[:10]:
+        end = end[11:]
+    return f"{start} → {end}"
+
+
+@click.command(short_help="One row per run: time span, actions, denials, errors.")
 @db_option
 @window_options
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many runs.")
@@ -99,17 +117,15 @@ def runs(db: str, since: Any, until: Any, limit: int | None, as_json: bool) -> N
     if as_json:
         emit_json([run_dict(s) for s in found])
         return
-    table = Table(title=f"{len(found)} run(s)")
-    table.add_column("run", no_wrap=True)
-    table.add_column("first", no_wrap=True)
-    table.add_column("last", no_wrap=True)
+    table = narrow_table(f"{len(found)} run(s), times in UTC")
+    table.add_column("run", no_wrap=True, min_width=26)
+    table.add_column("time span", min_width=10)
     for name in ("events", "actions", "denials", "errors", "ended"):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     for s in found:
         table.add_row(
             escape(s.run_id),
-            format_time(s.first_time),
-            format_time(s.last_time),
+            _span(s.first_time, s.last_time),
             str(s.events),
             str(s.actions),
             f"[red]{s.denials}[/]" if s.denials else "0",
@@ -158,7 +174,7 @@ def _chain(reader: Reader, run_id: str) -> Chain:
     return chain
 
 
-@click.command()
+@click.command(short_help="A run: request, what was available, actions, anomalies.")
 @click.argument("run_id")
 @db_option
 @json_option
@@ -172,7 +188,7 @@ def chain(run_id: str, db: str, as_json: bool) -> None:
         stdout().print(chain_tree(found))
 
 
-@click.command()
+@click.command(short_help="One action explained backward, back to the request.")
 @click.argument("run_id")
 @click.argument("call_id")
 @db_option
@@ -187,7 +203,7 @@ def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
         click.echo(str(explanation))
 
 
-@click.command()
+@click.command(short_help="Events filtered by run, kind, tool, verdict, time.")
 @db_option
 @click.option("--run", "run_id", metavar="RUN_ID", help="Only this run.")
 @click.option("--kind", type=click.Choice([k.value for k in Kind]), help="Only this kind.")
@@ -225,24 +241,36 @@ def events(
             for e in found:
                 click.echo(e.to_json())
             return
-        table = Table()
-        for name in ("time", "run", "kind", "call", "tool", "verdict"):
-            table.add_column(name, no_wrap=True)
-        table.add_column("detail")
-        count = 0
+        table = narrow_table()
+        table.add_column("time", min_width=10)
+        if run_id is None:
+            table.add_column("run", overflow="fold")
+        table.add_column("kind", no_wrap=True)
+        table.add_column("call", overflow="fold")
+        table.add_column("tool", overflow="fold")
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("detail", ratio=1, min_width=16)
+        count, last = 0, ""
         for e in found:
             count += 1
+            last = str(e.event_id)
             detail = _clip(e.err or e.reason or e.result or e.args or e.preview, 60)
-            table.add_row(
-                format_time(e.time),
-                escape(e.run_id),
+            cells = [human_time(e.time)]
+            cells += [escape(e.run_id)] if run_id is None else []
+            cells += [
                 str(e.kind),
                 escape(e.call_id),
                 escape(e.tool),
                 str(e.verdict or ""),
                 escape(detail),
-            )
-        table.title = f"{count} event(s)"
+            ]
+            table.add_row(*cells)
+        where = f" of run {escape(run_id)}" if run_id is not None else ""
+        table.title = f"{count} event(s){where}, times in UTC"
+        if count == limit and count:
+            table.caption = f"limit reached: continue with --after {last}"
+        elif count:
+            table.caption = f"last event {last} (tail with --after {last})"
     stdout().print(table)
 
 
@@ -274,11 +302,17 @@ def check_dict(c: RefCheck) -> dict[str, Any]:
     }
 
 
-@click.command()
+@click.command(short_help="Is a run's evidence still what it was (intact or drifted)?")
 @click.argument("run_id")
 @db_option
-@click.option("--config", type=click.Path(path_type=Path), help="Typed-ledger config (YAML).")
-@click.option("--store", type=click.Path(path_type=Path), help="Typed-ledger store directory.")
+@click.option(
+    "--config", type=click.Path(path_type=Path, dir_okay=False), help="Typed-ledger config (YAML)."
+)
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Typed-ledger store directory.",
+)
 @json_option
 def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json: bool) -> None:
     """Is the evidence of a run still what it was? Each ref: intact, drifted, missing,
@@ -294,16 +328,19 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json
         counts = {s: sum(str(c.state) == s for c in checks) for s in _STATE_STYLE}
         emit_json({"run_id": run_id, "counts": counts, "refs": [check_dict(c) for c in checks]})
         return
-    table = Table(title=f"{len(checks)} ref(s) of run {escape(run_id)}")
-    for name in ("state", "source", "id", "captured hash", "detail"):
-        table.add_column(name)
+    table = narrow_table(f"{len(checks)} ref(s) of run {escape(run_id)}")
+    table.add_column("state", no_wrap=True)
+    table.add_column("source", no_wrap=True)
+    table.add_column("id", overflow="fold")
+    table.add_column("captured hash", no_wrap=True)
+    table.add_column("detail", ratio=1, min_width=12)
     for c in checks:
         style = _STATE_STYLE[str(c.state)]
         table.add_row(
             f"[{style}]{c.state}[/]",
             escape(str(c.ref.source)),
             escape(c.ref.id),
-            _clip(c.ref.hash, 24) or "-",
+            short_hash(c.ref.hash) or "-",
             escape(c.detail),
         )
     stdout().print(table)

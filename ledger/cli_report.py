@@ -18,9 +18,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ledger.cli_common import db_option, open_db, progress, stdout, window_options
+from ledger.cli_common import (
+    db_option,
+    human_time,
+    narrow_table,
+    open_db,
+    progress,
+    stdout,
+    window_options,
+)
 from ledger.report import ComplianceReport, build_report
-from ledger.timefmt import format_time
+from ledger.report_model import run_outcome
 
 __all__ = ["print_summary", "register", "report"]
 
@@ -29,14 +37,24 @@ MAX_ROWS = 50  # per detail table on the terminal
 
 
 def _t(value: datetime | None) -> str:
-    return format_time(value) if value is not None else "open"
+    return human_time(value) if value is not None else "open"
+
+
+def _window(r: ComplianceReport) -> str:
+    if r.since is None and r.until is None:
+        return "all records (no --since or --until)"
+    if r.until is None:
+        return f"from {_t(r.since)} on"
+    if r.since is None:
+        return f"everything before {_t(r.until)}"
+    return f"{_t(r.since)} to {_t(r.until)} (until exclusive)"
 
 
 def _counts_table(r: ComplianceReport) -> Table:
-    table = Table(title="Compliance report", show_header=False)
-    table.add_column("what")
+    table = Table(title="Compliance report (times in UTC)", show_header=False)
+    table.add_column("what", no_wrap=True)
     table.add_column("value")
-    table.add_row("window", f"{_t(r.since)} to {_t(r.until)}")
+    table.add_row("window", _window(r))
     held = f"{_t(r.oldest_record)} to {_t(r.newest_record)}" if r.oldest_record else "none"
     table.add_row("records held", held)
     ended = sum(x.ended for x in r.runs)
@@ -64,8 +82,30 @@ def print_summary(r: ComplianceReport, console: Console, *, details: bool = True
 
 
 def _detail_tables(r: ComplianceReport, console: Console) -> None:
+    if r.runs:
+        runs = narrow_table("Runs and their outcomes")
+        runs.add_column("run", no_wrap=True, min_width=26)
+        runs.add_column("started", min_width=10)
+        for name in ("actions", "denials", "errors"):
+            runs.add_column(name, justify="right", no_wrap=True)
+        runs.add_column("outcome", min_width=5)
+        for x in r.runs[:MAX_ROWS]:
+            runs.add_row(
+                escape(x.run_id),
+                _t(x.first_time),
+                str(x.actions),
+                str(x.denials),
+                str(x.errors),
+                escape(run_outcome(x)),
+            )
+        console.print(runs)
+        if len(r.runs) > MAX_ROWS:
+            console.print(
+                f"… and {len(r.runs) - MAX_ROWS} more runs (--format json, csv or html lists "
+                "them all)"
+            )
     if r.tools:
-        tools = Table(title="Actions per tool")
+        tools = narrow_table("Actions per tool")
         for name in ("tool", "allowed", "denied", "succeeded", "failed", "safe reads"):
             tools.add_column(name, justify="left" if name == "tool" else "right")
         for t in r.tools:
@@ -104,15 +144,18 @@ def _detail_tables(r: ComplianceReport, console: Console) -> None:
 
 
 def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
-    table = Table(title=title)
-    for name in ("time", "run", "call / event", "tool", "reason / detail"):
-        table.add_column(name)
+    table = narrow_table(title)
+    table.add_column("time", min_width=10)
+    table.add_column("run", overflow="fold")
+    table.add_column("call / event", overflow="fold")
+    table.add_column("tool", overflow="fold")
+    table.add_column("reason / detail", ratio=1, min_width=16)
     for row in rows[:MAX_ROWS]:
         table.add_row(*(escape(v) for v in row))
     return table
 
 
-@click.command()
+@click.command(short_help="Compliance report: table, json, csv or html.")
 @db_option
 @window_options
 @click.option(

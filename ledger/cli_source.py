@@ -88,6 +88,8 @@ def lock_timeout() -> float:
 def open_reader(url: str) -> Reader:
     """Open the ledger at ``url`` for reading; the result is a context manager."""
     parsed = parse_url(url)
+    if parsed.path is not None and parsed.path.is_dir():
+        raise StorageError(f"{parsed.path} is a directory, not a ledger file (pass --db)")
     if parsed.path is not None and not parsed.path.is_file():
         raise StorageError(
             f"no ledger at {parsed.path}: the file does not exist "

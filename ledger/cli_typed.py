@@ -35,6 +35,14 @@ _STORE = click.option(
     type=click.Path(path_type=Path, file_okay=False),
     help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards).",
 )
+# Commands that only read a store refuse a missing one: a typo must not look like an
+# empty ledger. `persist` may create it.
+_EXISTING_STORE = click.option(
+    "--store",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards); must exist.",
+)
 
 
 _HOMES = {
@@ -104,7 +112,14 @@ def _locate(root: yaml.Node | None, prefix: tuple[str, ...], message: str) -> tu
 def load_config(path: Path) -> Any:
     """Read and parse a typed-ledger config file with line-precise errors."""
     parse_config = typed_api("parse_config")
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    if not path.is_file():
+        raise ConfigError(f"No such file or directory: {path} (the typed-ledger config)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -155,13 +170,19 @@ def check(config: Path, as_json: bool) -> None:
     for name in ("name", "type", "key", "schema", "max record kB", "max segment kB", "compaction"):
         table.add_column(name)
     for r in rows:
-        table.add_row(*(escape(str(v if v is not None else "-")) for v in r.values()))
+        table.add_row(*(escape(_cell(v)) for v in r.values()))
     console.print(table)
 
 
-@typed.command()
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "-" if value is None else str(value)
+
+
+@typed.command(short_help="Replay every ledger into read-only SQLite projections.")
 @_CONFIG
-@_STORE
+@_EXISTING_STORE
 @click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--lenient", is_flag=True, help="Quarantine bad records instead of failing.")
 @json_option
@@ -187,7 +208,7 @@ def _print_paths(paths: dict[str, Path], as_json: bool) -> None:
     stdout().print(table)
 
 
-@typed.command()
+@typed.command(short_help="Validate and append a transaction ARTIFACT to the store.")
 @_CONFIG
 @_STORE
 @click.argument("artifact", type=click.Path(path_type=Path, dir_okay=False))
@@ -204,7 +225,7 @@ def persist(config: Path, store: Path, artifact: Path) -> None:
 
 @typed.command()
 @_CONFIG
-@_STORE
+@_EXISTING_STORE
 @click.option("--ledger", "name", required=True, help="The ledger to compact.")
 @click.option("--dry-run", is_flag=True, help="Plan and validate, write nothing.")
 @json_option
@@ -239,9 +260,9 @@ def compact(config: Path, store: Path, name: str, dry_run: bool, as_json: bool) 
         raise SystemExit(1)
 
 
-@typed.command()
+@typed.command(short_help="Records of one ledger matching --where, as JSON.")
 @_CONFIG
-@_STORE
+@_EXISTING_STORE
 @click.option("--ledger", "name", required=True, help="The ledger to query.")
 @click.option("--where", help='Predicates as JSON: {"payload.severity": {"eq": "high"}}.')
 @click.option("--limit", type=click.IntRange(1, 500), default=100, show_default=True)
@@ -261,7 +282,7 @@ def query(
     emit_json({"records": [r.as_dict() for r in page.records], "next_cursor": page.next_cursor})
 
 
-@typed.command()
+@typed.command(short_help="One read-only SELECT over a projection; rows as JSON.")
 @click.argument("projection", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("sql")
 @click.option("--param", "params", multiple=True, help="A positional ? parameter (repeatable).")

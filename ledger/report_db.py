@@ -88,6 +88,8 @@ def engine_for(url: str) -> sa.Engine:
         return sa.create_engine(server, pool_pre_ping=True)
     if parsed.scheme != "sqlite" or parsed.path is None:
         raise StorageError(f"{url!r}: `db` commands take a sqlite:/// or postgresql:// URL")
+    if parsed.path.is_dir():
+        raise StorageError(f"{parsed.path} is a directory, not a ledger database file")
     if not parsed.path.is_file():
         raise StorageError(f"no ledger database at {parsed.path}: the file does not exist")
     target = parsed.path.resolve().as_uri().replace("file://", "file:", 1)

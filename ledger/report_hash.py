@@ -71,6 +71,8 @@ class HashCheck:
         """One sentence for humans."""
         if not self.available:
             return f"content-hash check not available: {self.note}"
+        if not self.checked and not self.mismatch_count:
+            return "0 events checked: no events in the window, so no content hash to check"
         if not self.mismatch_count:
             return f"{self.checked} events checked, all content hashes match"
         return f"{self.checked} events checked, {self.mismatch_count} content-hash mismatch(es)"

@@ -29,7 +29,8 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;
 border-bottom:1px solid #d0d7de;padding-bottom:.2em}
 table{border-collapse:collapse;width:100%;margin:.5em 0}
 th,td{border:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top}
-th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f6f8fa}td.t{white-space:nowrap}td.id{font-family:ui-monospace,monospace;
+font-size:.85em;white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .ok{background:#dafbe1;border:1px solid #4ac26b;padding:.6em 1em;border-radius:6px}
 .bad{background:#ffebe9;border:1px solid #ff8182;padding:.6em 1em;border-radius:6px}
 .muted{color:#57606a}code{font-size:.92em}
@@ -37,8 +38,8 @@ th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 border-radius:6px;padding:.5em 1em;min-width:8em}.card b{display:block;font-size:1.5em}
 """
 
-_W, _H = 1000, 260
-_PAD_L, _PAD_R, _PAD_T, _PAD_B = 50, 10, 20, 40
+_W, _H = 1000, 280
+_PAD_L, _PAD_R, _PAD_T, _PAD_B = 50, 10, 20, 50
 _ACTION_COLOR, _DENIAL_COLOR = "#0969da", "#cf222e"
 
 
@@ -46,70 +47,122 @@ def _t(value: datetime | None) -> str:
     return format_time(value) if value is not None else "open"
 
 
+def _h(value: datetime | None) -> str:
+    """A table cell's time: ``2026-11-30 14:44:44`` (UTC; the JSON has microseconds)."""
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+class _Time(str):
+    """A time cell (kept on one line)."""
+
+    css = "t"
+
+
+class _Id(str):
+    """An id cell (monospace, may break anywhere)."""
+
+    css = "id"
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, int):
+        return f'<td class="n">{v}</td>'
+    css = getattr(v, "css", None)
+    attr = f' class="{css}"' if css else ""
+    return f"<td{attr}>{escape(str(v))}</td>"
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], empty: str) -> str:
-    body = [
-        "<tr>"
-        + "".join(
-            f'<td class="n">{v}</td>' if isinstance(v, int) else f"<td>{escape(str(v))}</td>"
-            for v in row
-        )
-        + "</tr>"
-        for row in rows
-    ]
+    body = ["<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows]
     if not body:
         return f'<p class="muted">{escape(empty)}</p>'
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _label(moment: datetime, span_days: float) -> str:
-    return moment.strftime("%Y-%m-%d" if span_days >= 2 else "%m-%d %H:%M")
+def _label(moment: datetime, width_s: float, span_days: float) -> str:
+    if span_days >= 2:
+        return moment.strftime("%Y-%m-%d")
+    return moment.strftime("%H:%M:%S" if width_s < 60 else "%m-%d %H:%M")
+
+
+def _width_text(seconds: float) -> str:
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n > 1 else ''}"
+    n = int(seconds)
+    return f"{n} second{'s' if n != 1 else ''}"
+
+
+def _ticks(top: int) -> list[int]:
+    """Up to five round values from 0 to ``top`` for the y axis."""
+    step = max(1, -(-top // 4))
+    return list(range(0, top + 1, step)) + ([top] if top % step else [])
 
 
 def render_svg(buckets: Sequence[TimeBucket]) -> str:
-    """A grouped bar chart (actions blue, denials red) per time bucket, as inline SVG."""
+    """A grouped bar chart (actions blue, denials red, side by side) per time bucket, as
+    inline SVG that scales to the page width."""
     if not buckets:
         return '<p class="muted">No events in the window: nothing to chart.</p>'
     top = max(1, *(max(b.actions, b.denials) for b in buckets))
     plot_w, plot_h = _W - _PAD_L - _PAD_R, _H - _PAD_T - _PAD_B
     slot = plot_w / len(buckets)
-    bar = min(40.0, max(1.0, slot * 0.4))
+    bar = min(28.0, max(1.0, slot * 0.38))
+    width_s = (buckets[0].end - buckets[0].start).total_seconds()
     span_days = (buckets[-1].end - buckets[0].start).total_seconds() / 86400
+    base = _PAD_T + plot_h
     parts = [
-        f'<svg id="timeline-chart" xmlns="http://www.w3.org/2000/svg" width="{_W}" '
-        f'height="{_H}" viewBox="0 0 {_W} {_H}" role="img" '
+        f'<svg id="timeline-chart" xmlns="http://www.w3.org/2000/svg" width="100%" '
+        f'viewBox="0 0 {_W} {_H}" role="img" style="max-width:{_W}px;height:auto" '
         'aria-label="Actions and denials over time">',
         f'<rect x="0" y="0" width="{_W}" height="{_H}" fill="#ffffff"/>',
-        f'<line x1="{_PAD_L}" y1="{_PAD_T + plot_h}" x2="{_W - _PAD_R}" '
-        f'y2="{_PAD_T + plot_h}" stroke="#57606a"/>',
-        f'<text x="{_PAD_L - 6}" y="{_PAD_T + 4}" text-anchor="end" font-size="11">{top}</text>',
-        f'<text x="{_PAD_L - 6}" y="{_PAD_T + plot_h}" text-anchor="end" font-size="11">0</text>',
     ]
-    step = max(1, len(buckets) // 8)
+    for tick in _ticks(top):
+        y = base - plot_h * tick / top
+        parts.append(
+            f'<line x1="{_PAD_L}" y1="{y:.1f}" x2="{_W - _PAD_R}" y2="{y:.1f}" '
+            f'stroke="{"#57606a" if tick == 0 else "#d8dee4"}"/>'
+            f'<text x="{_PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="12" '
+            f'fill="#57606a">{tick}</text>'
+        )
+    step = max(1, -(-len(buckets) // 8))
     for i, b in enumerate(buckets):
         x = _PAD_L + i * slot
+        left = x + (slot - 2 * bar - 2) / 2
         for offset, value, color, name in (
-            (0.1, b.actions, _ACTION_COLOR, "actions"),
-            (0.5, b.denials, _DENIAL_COLOR, "denials"),
+            (0.0, b.actions, _ACTION_COLOR, "actions"),
+            (bar + 2, b.denials, _DENIAL_COLOR, "denials"),
         ):
             h = plot_h * value / top
             parts.append(
-                f'<rect class="{name}" x="{x + slot * offset:.1f}" y="{_PAD_T + plot_h - h:.1f}" '
+                f'<rect class="{name}" x="{left + offset:.1f}" y="{base - h:.1f}" '
                 f'width="{bar:.1f}" height="{h:.1f}" fill="{color}">'
                 f"<title>{_t(b.start)}: {value} {name}</title></rect>"
             )
         if i % step == 0:
             parts.append(
-                f'<text x="{x:.1f}" y="{_H - _PAD_B + 16}" font-size="11">'
-                f"{escape(_label(b.start, span_days))}</text>"
+                f'<text x="{x + slot / 2:.1f}" y="{base + 16}" font-size="12" '
+                f'text-anchor="middle" fill="#1b1f23">'
+                f"{escape(_label(b.start, width_s, span_days))}</text>"
             )
+    if not any(b.actions or b.denials for b in buckets):
+        parts.append(
+            f'<text x="{_PAD_L + plot_w / 2:.1f}" y="{_PAD_T + plot_h / 2:.1f}" '
+            'text-anchor="middle" font-size="14" fill="#57606a">'
+            "no actions and no denials in the window</text>"
+        )
     legend_y = _H - 8
+    caption = f"one pair of bars per {_width_text(width_s)}, times in UTC"
     parts += [
         f'<rect x="{_PAD_L}" y="{legend_y - 9}" width="10" height="10" fill="{_ACTION_COLOR}"/>',
         f'<text x="{_PAD_L + 14}" y="{legend_y}" font-size="12">actions</text>',
         f'<rect x="{_PAD_L + 80}" y="{legend_y - 9}" width="10" height="10" '
         f'fill="{_DENIAL_COLOR}"/>',
         f'<text x="{_PAD_L + 94}" y="{legend_y}" font-size="12">denials</text>',
+        f'<text x="{_W - _PAD_R}" y="{legend_y}" font-size="12" text-anchor="end" '
+        f'fill="#57606a">{escape(caption)}</text>',
         "</svg>",
     ]
     return "".join(parts)
@@ -146,12 +199,21 @@ def _sections(r: ComplianceReport) -> list[str]:
     return [
         "<h2>Runs and their outcomes</h2>",
         _table(
-            ("run", "first", "last", "events", "action records", "denials", "errors", "outcome"),
+            (
+                "run",
+                "first (UTC)",
+                "last (UTC)",
+                "events",
+                "action records",
+                "denials",
+                "errors",
+                "outcome",
+            ),
             (
                 (
-                    x.run_id,
-                    _t(x.first_time),
-                    _t(x.last_time),
+                    _Id(x.run_id),
+                    _Time(_h(x.first_time)),
+                    _Time(_h(x.last_time)),
                     x.events,
                     x.actions,
                     x.denials,
@@ -170,20 +232,29 @@ def _sections(r: ComplianceReport) -> list[str]:
         ),
         "<h2>Denials</h2>",
         _table(
-            ("time", "run", "call", "tool", "verdict", "reason"),
-            ((_t(d.time), d.run_id, d.call_id, d.tool, d.verdict, d.reason) for d in r.denials),
+            ("time (UTC)", "run", "call", "tool", "verdict", "reason"),
+            (
+                (_Time(_h(d.time)), _Id(d.run_id), _Id(d.call_id), d.tool, d.verdict, d.reason)
+                for d in r.denials
+            ),
             "No denials in the window.",
         ),
         "<h2>Allowed actions with no recorded result</h2>",
         _table(
-            ("time", "run", "call", "tool", "detail"),
-            ((_t(f.time), f.run_id, f.call_id, f.tool, f.detail) for f in r.missing_results),
+            ("time (UTC)", "run", "call", "tool", "detail"),
+            (
+                (_Time(_h(f.time)), _Id(f.run_id), _Id(f.call_id), f.tool, f.detail)
+                for f in r.missing_results
+            ),
             "Every allowed action has a recorded result.",
         ),
         "<h2>Non-safe actions that ran without a committed intent</h2>",
         _table(
-            ("time", "run", "call", "tool", "detail"),
-            ((_t(f.time), f.run_id, f.call_id, f.tool, f.detail) for f in r.unsafe_without_intent),
+            ("time (UTC)", "run", "call", "tool", "detail"),
+            (
+                (_Time(_h(f.time)), _Id(f.run_id), _Id(f.call_id), f.tool, f.detail)
+                for f in r.unsafe_without_intent
+            ),
             "None: zero non-safe actions ran without a committed intent.",
         ),
         "<h2>Content-hash check</h2>",
@@ -201,7 +272,14 @@ def _sections(r: ComplianceReport) -> list[str]:
 
 def render_html(r: ComplianceReport) -> str:
     """The whole page (UTF-8 text, starting with ``<!DOCTYPE html>``)."""
-    window = f"{_t(r.since)} to {_t(r.until)}"
+    if r.since is None and r.until is None:
+        window = "all records (no start or end given)"
+    else:
+        window = (
+            f"{_t(r.since) if r.since else 'the first record'} to "
+            f"{_t(r.until) if r.until else 'the last record'}"
+            " (since inclusive, until exclusive)"
+        )
     held = f"{_t(r.oldest_record)} to {_t(r.newest_record)}" if r.oldest_record else "none"
     return "".join(
         [
@@ -210,7 +288,7 @@ def render_html(r: ComplianceReport) -> str:
             "<title>Agent ledger compliance report</title>",
             f"<style>{_CSS}</style></head><body>",
             "<h1>Agent ledger compliance report</h1>",
-            f'<p class="muted">Window: {escape(window)} (since inclusive, until exclusive). '
+            f'<p class="muted">Window: {escape(window)}. '
             f"Records held: {escape(held)}. Generated {escape(_t(r.generated_at))}.</p>",
             _cards(r),
             _verdicts(r),

@@ -3,8 +3,9 @@
 >>> [b.actions for b in bucket([t0, t0], [t0], t0, t0 + timedelta(hours=2))]  # doctest: +SKIP
 [2, 0, ...]
 
-The bucket width is the smallest of one minute, 5 and 15 minutes, one and 6 hours, one
-day, one week and 30 days that cuts the span into at most 60 buckets; buckets are aligned
+The bucket width is the smallest of 1, 5, 15 and 30 seconds, one minute, 5 and 15
+minutes, one and 6 hours, one day, one week, 30 and 365 days that cuts the span into at
+most 60 buckets (a few seconds of events still make a chart of several bars); buckets are aligned
 to multiples of their width since the Unix epoch (days start at midnight UTC).
 """
 
@@ -22,7 +23,7 @@ __all__ = ["MAX_BUCKETS", "bucket", "width_for"]
 MAX_BUCKETS = 60
 _WIDTHS = tuple(
     timedelta(seconds=s)
-    for s in (60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400)
+    for s in (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400)
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

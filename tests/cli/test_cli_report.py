@@ -161,7 +161,9 @@ def test_jsonl_report_says_hashes_unavailable(tmp_path: Path) -> None:
 
 
 def test_timeline_buckets() -> None:
-    assert width_for(timedelta(minutes=30)) == timedelta(minutes=1)
+    assert width_for(timedelta(seconds=2)) == timedelta(seconds=1)  # a demo run: 3 bars
+    assert width_for(timedelta(minutes=30)) == timedelta(seconds=30)
+    assert width_for(timedelta(hours=2)) == timedelta(minutes=5)
     assert width_for(timedelta(days=365)) == timedelta(days=7)
     times = [T0, T0 + timedelta(minutes=5), T0 + timedelta(hours=2)]
     buckets = bucket(times, [T0], T0, T0 + timedelta(hours=2))
