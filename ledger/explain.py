@@ -30,7 +30,9 @@ def _clip(text: str, limit: int = _CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _ref_line(ref: Ref) -> str:
+def _ref_line(ref: Ref, request_id: str) -> str:
+    if ref.id and ref.id == request_id:
+        return f"{ref.source} {ref.id} (the run's request)"
     return f"{ref.source} {ref.id}" + (f" {ref.hash}" if ref.hash else " (no hash captured)")
 
 
@@ -113,7 +115,8 @@ class Explanation:
             lines.append(
                 f"  gate:     {self.decision.verdict or '?'}: {_clip(self.decision.reason)}"
             )
-        evidence = [_ref_line(r) for r in self.evidence] or ["(none)"]
+        request_id = str(self.request.event_id) if self.request is not None else ""
+        evidence = [_ref_line(r, request_id) for r in self.evidence] or ["(none)"]
         lines.append(f"  evidence: {evidence[0]}")
         lines.extend(f"            {line}" for line in evidence[1:])
         if self.request is None:
