@@ -23,6 +23,7 @@ from enum import StrEnum
 
 from ledger.errors import CallNotFound
 from ledger.explain import Explanation
+from ledger.ids import ulid_text
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
 
 __all__ = ["Action", "Anomaly", "AnomalyCode", "Chain", "Explanation", "assemble_chain"]
@@ -145,134 +146,134 @@ def result_ref(result: Event) -> Ref:
     digest = ""
     if result.result is not None:
         digest = "sha256:" + hashlib.sha256(result.result.encode("utf-8")).hexdigest()
-    return Ref(source=RefSource.TOOL, id=str(result.event_id), hash=digest)
+    return Ref(source=RefSource.TOOL, id=ulid_text(result.event_id), hash=digest)
 
 
-class _Builder:
-    def __init__(self, events: list[Event]) -> None:
-        self.events = events
-        self.anomalies: list[Anomaly] = []
-        self.action_calls = {e.call_id for e in events if e.kind is Kind.ACTION and e.call_id}
+_DENIED = (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
 
-    def flag(self, code: AnomalyCode, detail: str, events: Iterable[Event], call: str = "") -> None:
-        ids = tuple(str(e.event_id) for e in events)
-        self.anomalies.append(Anomaly(code=code, detail=detail, event_ids=ids, call_id=call))
 
-    def results(self) -> dict[str, Event]:
-        by_call: dict[str, list[Event]] = {}
-        for e in self.events:
-            if e.kind is Kind.TOOL_RESULT and e.call_id:
-                by_call.setdefault(e.call_id, []).append(e)
-        for call, found in by_call.items():
-            if len(found) > 1:
-                self.flag(
-                    AnomalyCode.DUPLICATE_RESULT,
-                    f"{len(found)} results recorded for call {call!r}; the first is paired",
-                    found,
-                    call,
-                )
-        return {call: found[0] for call, found in by_call.items()}
-
-    def request(self) -> Event | None:
-        requests = [e for e in self.events if e.kind is Kind.REQUEST]
-        if not requests:
-            self.flag(AnomalyCode.NO_REQUEST, "no request event: the chain has no head", ())
-            return None
-        if len(requests) > 1:
-            self.flag(
-                AnomalyCode.MULTIPLE_REQUESTS,
-                f"{len(requests)} request events; the first is the head",
-                requests,
-            )
-        return requests[0]
-
-    def actions(self, results: dict[str, Event]) -> list[Action]:
-        actions: list[Action] = []
-        seen: dict[str, Event] = {}
-        position = {id(e): i for i, e in enumerate(self.events)}
-        for e in self.events:
-            if e.kind is not Kind.ACTION:
-                continue
-            call = e.call_id
-            result = results.get(call) if call else None
-            actions.append(Action(intent=e, result=result, evidence=e.refs))
-            self._check_action(e, result, seen, position)
-            if call:
-                seen.setdefault(call, e)
-        return actions
-
-    def _check_action(
-        self, e: Event, result: Event | None, seen: dict[str, Event], position: dict[int, int]
-    ) -> None:
-        call, tool = e.call_id, e.tool or "?"
-        denied = e.verdict in (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
-        if denied:
-            reason = e.reason or "no reason recorded"
-            self.flag(AnomalyCode.DENIED_ATTEMPT, f"{tool} was denied: {reason}", [e], call)
-        if not call:
-            self.flag(AnomalyCode.ACTION_WITHOUT_CALL_ID, f"{tool} action has no call id", [e])
-        elif call in seen:
-            self.flag(
-                AnomalyCode.DUPLICATE_ACTION,
-                f"call {call!r} has more than one action record",
-                [seen[call], e],
-                call,
-            )
-        if call and result is None and not denied:
-            self.flag(
-                AnomalyCode.ACTION_WITHOUT_RESULT,
-                f"{tool} (call {call!r}) was allowed but no result was recorded",
-                [e],
-                call,
-            )
-        if result is not None and position[id(result)] < position[id(e)]:
-            self.flag(
-                AnomalyCode.RESULT_BEFORE_INTENT,
-                f"the result of call {call!r} was recorded before its intent",
-                [result, e],
-                call,
-            )
-
-    def available(self) -> list[Ref]:
-        refs: list[Ref] = []
-        for e in self.events:
-            if e.kind is Kind.RETRIEVED:
-                refs.extend(e.refs)
-            elif e.kind is Kind.TOOL_RESULT and e.call_id not in self.action_calls:
-                refs.append(result_ref(e))
-                if not e.call_id:
-                    self.flag(
-                        AnomalyCode.RESULT_WITHOUT_CALL_ID,
-                        f"a {e.tool or 'tool'} result has no call id; kept as a read",
-                        [e],
-                    )
-        return refs
-
-    def run_id(self) -> str:
-        runs = list(dict.fromkeys(e.run_id for e in self.events if e.run_id))
-        if len(runs) > 1:
-            self.flag(
-                AnomalyCode.MIXED_RUNS,
-                f"events of {len(runs)} runs were assembled together: {', '.join(runs)}",
-                (),
-            )
-        return runs[0] if runs else ""
+def _flag(
+    out: list[Anomaly], code: AnomalyCode, detail: str, events: Iterable[Event], call: str = ""
+) -> None:
+    ids = tuple([ulid_text(e.event_id) for e in events])
+    out.append(Anomaly(code=code, detail=detail, event_ids=ids, call_id=call))
 
 
 def assemble_chain(events: Iterable[Event]) -> Chain:
-    """Reconstruct one run from its events (in event order). Pure: no I/O."""
+    """Reconstruct one run from its events (in event order). Pure: no I/O.
+
+    One pass sorts the events into what each rule needs (run ids, requests, results by
+    call, actions, the sources of ``available``); the rules then run over those short
+    lists. Anomalies come in a fixed order: mixed runs, the request, duplicate results
+    (by call, first seen first), each action's problems (in event order), results
+    without a call id.
+    """
     ordered = list(events)
-    b = _Builder(ordered)
-    run_id = b.run_id()
-    request = b.request()
-    results = b.results()
-    actions = b.actions(results)
-    available = b.available()
+    runs: dict[str, None] = {}
+    requests: list[Event] = []
+    by_call: dict[str, list[Event]] = {}
+    last: dict[int, int] = {}  # id(action or result event) -> its last position
+    intents: list[Event] = []
+    sources: list[Event] = []  # retrieved events and tool results, in event order
+    for i, e in enumerate(ordered):
+        if e.run_id:
+            runs[e.run_id] = None
+        kind = e.kind
+        if kind is Kind.ACTION:
+            intents.append(e)
+            last[id(e)] = i
+        elif kind is Kind.TOOL_RESULT:
+            sources.append(e)
+            last[id(e)] = i
+            if e.call_id:
+                by_call.setdefault(e.call_id, []).append(e)
+        elif kind is Kind.RETRIEVED:
+            sources.append(e)
+        elif kind is Kind.REQUEST:
+            requests.append(e)
+    anomalies: list[Anomaly] = []
+    run_id = _run_id(list(runs), anomalies)
+    request = _request(requests, anomalies)
+    results = _results(by_call, anomalies)
+    actions = _actions(intents, results, last, anomalies)
+    reads = _available(sources, {e.call_id for e in intents if e.call_id}, anomalies)
     return Chain(
         run_id=run_id,
         request=request,
-        available=tuple(available),
+        available=tuple(reads),
         actions=tuple(actions),
-        anomalies=tuple(b.anomalies),
+        anomalies=tuple(anomalies),
         events=tuple(ordered),
     )
+
+
+def _run_id(runs: list[str], out: list[Anomaly]) -> str:
+    if len(runs) > 1:
+        detail = f"events of {len(runs)} runs were assembled together: {', '.join(runs)}"
+        _flag(out, AnomalyCode.MIXED_RUNS, detail, ())
+    return runs[0] if runs else ""
+
+
+def _request(requests: list[Event], out: list[Anomaly]) -> Event | None:
+    if not requests:
+        _flag(out, AnomalyCode.NO_REQUEST, "no request event: the chain has no head", ())
+        return None
+    if len(requests) > 1:
+        detail = f"{len(requests)} request events; the first is the head"
+        _flag(out, AnomalyCode.MULTIPLE_REQUESTS, detail, requests)
+    return requests[0]
+
+
+def _results(by_call: dict[str, list[Event]], out: list[Anomaly]) -> dict[str, Event]:
+    for call, found in by_call.items():
+        if len(found) > 1:
+            detail = f"{len(found)} results recorded for call {call!r}; the first is paired"
+            _flag(out, AnomalyCode.DUPLICATE_RESULT, detail, found, call)
+    return {call: found[0] for call, found in by_call.items()}
+
+
+def _actions(
+    intents: list[Event],
+    results: dict[str, Event],
+    last: dict[int, int],
+    out: list[Anomaly],
+) -> list[Action]:
+    actions: list[Action] = []
+    seen: dict[str, Event] = {}
+    for e in intents:
+        call, tool = e.call_id, e.tool or "?"
+        result = results.get(call) if call else None
+        actions.append(Action(intent=e, result=result, evidence=e.refs))
+        denied = e.verdict in _DENIED
+        if denied:
+            reason = e.reason or "no reason recorded"
+            _flag(out, AnomalyCode.DENIED_ATTEMPT, f"{tool} was denied: {reason}", [e], call)
+        if not call:
+            _flag(out, AnomalyCode.ACTION_WITHOUT_CALL_ID, f"{tool} action has no call id", [e])
+            continue
+        if call in seen:
+            detail = f"call {call!r} has more than one action record"
+            _flag(out, AnomalyCode.DUPLICATE_ACTION, detail, [seen[call], e], call)
+        else:
+            seen[call] = e
+        if result is None:
+            if not denied:
+                detail = f"{tool} (call {call!r}) was allowed but no result was recorded"
+                _flag(out, AnomalyCode.ACTION_WITHOUT_RESULT, detail, [e], call)
+        elif last[id(result)] < last[id(e)]:
+            detail = f"the result of call {call!r} was recorded before its intent"
+            _flag(out, AnomalyCode.RESULT_BEFORE_INTENT, detail, [result, e], call)
+    return actions
+
+
+def _available(sources: list[Event], action_calls: set[str], out: list[Anomaly]) -> list[Ref]:
+    refs: list[Ref] = []
+    for e in sources:
+        if e.kind is Kind.RETRIEVED:
+            refs.extend(e.refs)
+        elif e.call_id not in action_calls:
+            refs.append(result_ref(e))
+            if not e.call_id:
+                detail = f"a {e.tool or 'tool'} result has no call id; kept as a read"
+                _flag(out, AnomalyCode.RESULT_WITHOUT_CALL_ID, detail, [e])
+    return refs

@@ -2,24 +2,37 @@
 
 ``args`` and ``result`` are raw JSON: written verbatim and read back byte-exact, by a
 top-level scanner that keeps each value's source text. Used through
-``Event.to_json()`` and ``Event.from_json(text)``.
+``Event.to_json()`` and ``Event.from_json(text)`` (which first tries the compact-JSON
+path of :mod:`ledger.model`: what ``to_json`` writes decodes without the scanner).
+
+The SQL sinks write each row with :func:`encode_event_hashed`: the JSON and its RFC 8785
+content hash from one set of members, without parsing the JSON again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_bytes
 from ledger.errors import ValidationError
+from ledger.ids import ulid_text
 from ledger.timefmt import format_time
 
 if TYPE_CHECKING:
     from ledger.model import Event
 
-__all__ = ["event_from_json", "event_to_json"]
+__all__ = [
+    "encode_event",
+    "encode_event_hashed",
+    "event_canonical_hash",
+    "event_from_json",
+    "event_to_json",
+]
 
 
 def _refuse_constant(name: str) -> Any:
@@ -43,24 +56,49 @@ def event_to_json(ev: Event) -> str:
     """Serialize ``ev``: event_id, run_id, call_id, refs, time, agent_path, kind, tool,
     label, preview, args, verdict, reason, result, err, duration_ms; empty ones omitted
     (event_id, time and kind always written)."""
-    out: dict[str, Any] = {"event_id": str(ev.event_id)}
+    return orjson.dumps(_members(ev, ulid_text(ev.event_id), format_time(ev.time))).decode()
+
+
+def encode_event(ev: Event) -> tuple[str, str, str]:
+    """``(event JSON, event id text, time text)``: the JSON of :func:`event_to_json` and
+    the two texts it embeds, for callers that need them too (no second encoding)."""
+    event_id, time = ulid_text(ev.event_id), format_time(ev.time)
+    return orjson.dumps(_members(ev, event_id, time)).decode(), event_id, time
+
+
+def encode_event_hashed(ev: Event) -> tuple[str, str, str | None]:
+    """``(event JSON, event id text, content hash)``: the hash is that of
+    :func:`event_canonical_hash`, computed from the same members (None when the event
+    has no RFC 8785 form)."""
+    event_id = ulid_text(ev.event_id)
+    out = _members(ev, event_id, format_time(ev.time))
+    return orjson.dumps(out).decode(), event_id, _hash_members(ev, out)
+
+
+def _members(ev: Event, event_id: str, time: str) -> dict[str, Any]:
+    """The event's JSON members in the reference's order, empty ones left out; enum
+    members stand for their values (orjson writes them so)."""
+    out: dict[str, Any] = {"event_id": event_id}
     if ev.run_id:
         out["run_id"] = ev.run_id
     if ev.call_id:
         out["call_id"] = ev.call_id
     if ev.refs:
-        out["refs"] = [r.to_dict() for r in ev.refs]
-    out["time"] = format_time(ev.time)
+        out["refs"] = [{"source": str(r.source), "id": r.id, "hash": r.hash} for r in ev.refs]
+    out["time"] = time
     if ev.agent_path:
         out["agent_path"] = ev.agent_path
-    out["kind"] = str(ev.kind)
-    for name in ("tool", "label", "preview"):
-        if value := getattr(ev, name):
-            out[name] = value
+    out["kind"] = ev.kind
+    if ev.tool:
+        out["tool"] = ev.tool
+    if ev.label:
+        out["label"] = ev.label
+    if ev.preview:
+        out["preview"] = ev.preview
     if ev.args is not None:
         out["args"] = orjson.Fragment(ev.args)
     if ev.verdict is not None:
-        out["verdict"] = str(ev.verdict)
+        out["verdict"] = ev.verdict
     if ev.reason:
         out["reason"] = ev.reason
     if ev.result is not None:
@@ -69,7 +107,64 @@ def event_to_json(ev: Event) -> str:
         out["err"] = ev.err
     if ev.duration_ms:
         out["duration_ms"] = ev.duration_ms
-    return orjson.dumps(out).decode("utf-8")
+    return out
+
+
+def _hash_members(ev: Event, out: dict[str, Any]) -> str | None:
+    """``sha256:`` of the RFC 8785 form of the members ``out`` of ``ev`` (changed in
+    place: raw ``args``/``result`` become their canonical forms), or None.
+
+    Equal to ``sha256_of(orjson.loads(ev.to_json()), "rfc8785")`` (a property test says
+    so) without parsing the whole JSON again: every key is ASCII, so RFC 8785 member
+    order is ``orjson``'s sorted order (nested ref objects included); strings are valid
+    Unicode (the ``Event`` checks it), which ``orjson`` writes exactly as RFC 8785 does;
+    ``args`` and ``result`` are canonicalized on their own, at their own depth."""
+    if ev.duration_ms > MAX_SAFE_INTEGER:
+        return None
+    if ev.args is not None:
+        if (args := _canonical_part(ev.args)) is None:
+            return None
+        out["args"] = orjson.Fragment(args)
+    if ev.result is not None:
+        if (result := _canonical_part(ev.result)) is None:
+            return None
+        out["result"] = orjson.Fragment(result)
+    return "sha256:" + hashlib.sha256(orjson.dumps(out, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _canonical_part(raw: str) -> bytes | None:
+    """RFC 8785 bytes of the raw JSON ``raw`` as a member value of the event object; None
+    when it has no such form. Canonicalized inside a one-member object so it sits at the
+    same depth as in the event, and every depth rule applies exactly as there."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(value) is dict and "".join(value).isascii() and all(map(_flat_safe, value.values())):
+        # ledger.canonical's own fast rule for this simple case: ASCII keys sort as
+        # UTF-16 does, and strings, safe integers, booleans and null are written by
+        # orjson exactly as RFC 8785 writes them
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    try:
+        return canonical_bytes({"a": value}, "rfc8785")[5:-1]
+    except CanonicalizationError:
+        return None
+
+
+def _flat_safe(x: object) -> bool:
+    kind = type(x)
+    return (
+        kind is str
+        or x is None
+        or kind is bool
+        or (kind is int and -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER)  # type: ignore[operator]
+    )
+
+
+def event_canonical_hash(ev: Event, event_id: str, time: str) -> str | None:
+    """``sha256:`` of the RFC 8785 form of ``ev``'s JSON, built from its fields, or None
+    when a part has no RFC 8785 form; ``event_id``/``time`` are its JSON's texts."""
+    return _hash_members(ev, _members(ev, event_id, time))
 
 
 def _skip(text: str, i: int) -> int:

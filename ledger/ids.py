@@ -21,7 +21,7 @@ from ulid import ULID
 
 from ledger.errors import ValidationError
 
-__all__ = ["coerce_event_id", "new_event_id"]
+__all__ = ["coerce_event_id", "new_event_id", "ulid_text"]
 
 _RANDOM_BITS = 80
 _RANDOM_MAX = (1 << _RANDOM_BITS) - 1
@@ -32,6 +32,9 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CROCKFORD_TO_INT = {c: "!" for c in range(128)} | {
     ord(c): "0123456789abcdefghijklmnopqrstuv"[i] for i, c in enumerate(_CROCKFORD)
 }
+# Every pair of Crockford digits, indexed by its 10-bit value: a ULID's 26 characters
+# are 13 such pairs (the first pair holds the top 8 bits), so encoding is 13 lookups.
+_PAIRS = tuple(a + b for a in _CROCKFORD for b in _CROCKFORD)
 _last_ms = -1
 _last_rand = 0
 
@@ -49,6 +52,25 @@ def new_event_id() -> ULID:
                 ms, rand = _last_ms + 1, secrets.randbits(_RANDOM_BITS - 1)
         _last_ms, _last_rand = ms, rand
     return ULID.from_int((ms << _RANDOM_BITS) | rand)
+
+
+def ulid_text(value: ULID) -> str:
+    """The 26-character Crockford base32 text of ``value``, as ``str(value)`` gives it
+    (table-driven: about twice as fast).
+
+    >>> ulid_text(ULID.from_int(1)) == str(ULID.from_int(1)) == "0" * 25 + "1"
+    True
+    """
+    n = int.from_bytes(value.bytes, "big")
+    p = _PAIRS
+    return "".join(
+        (
+            p[n >> 120], p[(n >> 110) & 1023], p[(n >> 100) & 1023], p[(n >> 90) & 1023],
+            p[(n >> 80) & 1023], p[(n >> 70) & 1023], p[(n >> 60) & 1023],
+            p[(n >> 50) & 1023], p[(n >> 40) & 1023], p[(n >> 30) & 1023],
+            p[(n >> 20) & 1023], p[(n >> 10) & 1023], p[n & 1023],
+        )
+    )  # fmt: skip
 
 
 def coerce_event_id(value: object, *, field: str = "event_id") -> ULID:

@@ -246,8 +246,110 @@ class Event:
     @classmethod
     def from_json(cls, text: str | bytes) -> Event:
         """Parse one event's JSON; raise ``ValidationError`` naming the bad field."""
+        if cls is Event:
+            fast = _decode_compact(text)
+            if fast is not None:
+                return fast
         return event_from_json(cls, text)
 
     def replace(self, **changes: Any) -> Event:
         """A copy with ``changes`` applied (validated like a new event)."""
         return dataclasses.replace(self, **changes)
+
+
+# --- decoding compact JSON (what to_json writes) without the exact scanner --------------
+
+_KNOWN_KEYS = frozenset(
+    ("event_id", "refs", "time", "duration_ms", "args", "result", "run_id", "call_id",
+     "agent_path", "kind", "tool", "label", "preview", "verdict", "reason", "err")
+)  # fmt: skip
+_TEXT_FIELDS = ("run_id", "call_id", "agent_path", "tool", "label", "preview", "reason", "err")
+_KINDS: dict[object, Kind] = dict(Kind._value2member_map_)
+_VERDICTS: dict[object, Verdict] = dict(Verdict._value2member_map_)
+_SOURCES: dict[object, RefSource] = dict(RefSource._value2member_map_)
+_REF_KEYS = frozenset(("source", "id", "hash"))
+
+
+def _decode_compact(text: object) -> Event | None:
+    """The event in ``text`` when ``text`` is compact JSON (as ``to_json`` writes it) of a
+    well-formed event, else None (the caller then takes the exact path, which reads any
+    layout and names what is wrong).
+
+    Compact means ``orjson`` writes the parsed value back to exactly ``text``; then the
+    raw ``args``/``result`` texts are exactly ``orjson``'s output for their values, so
+    they are recovered byte-exact without a scanner. Every field is checked as the
+    constructor checks it (types, enums, id, time, range); strings that ``orjson``
+    parsed and wrote back are valid Unicode.
+    """
+    try:
+        obj = orjson.loads(text)  # type: ignore[arg-type]
+        if type(obj) is not dict:
+            return None
+        back = orjson.dumps(obj)
+        if back != (text.encode("utf-8") if type(text) is str else text):
+            return None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError, UnicodeEncodeError):
+        return None
+    if not obj.keys() <= _KNOWN_KEYS:
+        return None
+    get = obj.get
+    kind, event_id, time = get("kind"), get("event_id"), get("time")
+    if type(kind) is not str or type(event_id) is not str or type(time) is not str:
+        return None
+    if (kind := _KINDS.get(kind)) is None:
+        return None
+    verdict = get("verdict", "")  # "" reads as absent, as the exact path reads it
+    if type(verdict) is not str:
+        return None
+    if verdict and (verdict := _VERDICTS.get(verdict)) is None:
+        return None
+    duration = get("duration_ms", 0)
+    if type(duration) is not int or not 0 <= duration <= _INT64_MAX:
+        return None
+    texts = [get(name, "") for name in _TEXT_FIELDS]
+    if not all(type(t) is str for t in texts):
+        return None
+    refs = _decode_refs(get("refs"))
+    if refs is None:
+        return None
+    try:
+        eid, when = coerce_event_id(event_id), coerce_time(time)
+    except ValidationError:
+        return None
+    args, result = get("args", _ABSENT), get("result", _ABSENT)
+    ev = object.__new__(Event)
+    set_ = object.__setattr__
+    for name, value in zip(_TEXT_FIELDS, texts, strict=True):
+        set_(ev, name, value)
+    set_(ev, "event_id", eid)
+    set_(ev, "time", when)
+    set_(ev, "kind", kind)
+    set_(ev, "refs", refs)
+    set_(ev, "verdict", verdict or None)
+    set_(ev, "duration_ms", duration)
+    set_(ev, "args", None if args is _ABSENT else orjson.dumps(args).decode("utf-8"))
+    set_(ev, "result", None if result is _ABSENT else orjson.dumps(result).decode("utf-8"))
+    return ev
+
+
+_ABSENT = object()
+
+
+def _decode_refs(value: object) -> tuple[Ref, ...] | None:
+    if value is None or value == []:
+        return ()
+    if type(value) is not list:
+        return None
+    out = []
+    for item in value:
+        if type(item) is not dict or not item.keys() <= _REF_KEYS:
+            return None
+        source, id_, hash_ = item.get("source", ""), item.get("id", ""), item.get("hash", "")
+        if type(source) is not str or type(id_) is not str or type(hash_) is not str:
+            return None
+        ref = object.__new__(Ref)
+        object.__setattr__(ref, "source", _SOURCES.get(source, source))
+        object.__setattr__(ref, "id", id_)
+        object.__setattr__(ref, "hash", hash_)
+        out.append(ref)
+    return tuple(out)

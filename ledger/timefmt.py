@@ -48,11 +48,10 @@ def coerce_time(value: object, *, field: str = "time") -> datetime:
 
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with ``Z`` and trimmed fractional seconds."""
-    v = value
-    base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
-    if value.microsecond:
-        base += "." + f"{value.microsecond:06d}".rstrip("0")
-    return base + "Z"
+    # isoformat is C code: "YYYY-MM-DDTHH:MM:SS[.ffffff]" then "+00:00" when in UTC
+    utc = value.tzinfo is UTC
+    text = value.isoformat()[:-6] if utc else value.replace(tzinfo=None).isoformat()
+    return (text.rstrip("0") if value.microsecond else text) + "Z"
 
 
 def parse_time(text: str, *, field: str = "time") -> datetime:

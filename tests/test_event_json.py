@@ -556,3 +556,174 @@ def test_enum_values_survive_reading() -> None:
 def test_ref_sources_survive_reading(source: str) -> None:
     ev = Event.from_json(_minimal(refs=f'[{{"source":"{source}","id":"x","hash":"h"}}]'))
     assert ev.refs[0].source is RefSource(source)
+
+
+# --- the fast paths: the same results as the exact ones ---------------------------------
+
+
+@PROPERTY
+@given(events)
+def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
+    import orjson
+
+    from ledger.eventjson import event_from_json
+    from ledger.model import _decode_compact
+
+    text = ev.to_json()
+    fast = _decode_compact(text)
+    raws = [r for r in (ev.args, ev.result) if r is not None]
+    if fast is None:  # only raw text that orjson would not write back verbatim declines
+        assert any(orjson.dumps(orjson.loads(r)).decode() != r for r in raws)
+        return
+    exact = event_from_json(Event, text)
+    assert fast == exact == ev
+    assert (fast.args, fast.result) == (exact.args, exact.result)
+    assert [type(r.source) for r in fast.refs] == [type(r.source) for r in exact.refs]
+    assert _decode_compact(text.encode("utf-8")) == ev
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        _minimal(args='{"a": 1}'),  # not compact: the scanner keeps the spaces
+        _minimal(args="1.50"),
+        _minimal(args='"\\u00e9"'),
+        _minimal(args="-0"),
+        _minimal(extra='"x"'),  # an unknown member
+        _minimal(refs='[{"source":"tool","id":"x","extra":1}]'),
+        _minimal(refs="{}"),
+        _minimal(verdict='"maybe"'),
+        _minimal(verdict="null"),  # refused by the exact path: not read as absent
+        _minimal(refs="null", tool="null"),
+        _minimal(duration_ms="1.0"),
+        _minimal(duration_ms="-1"),
+        _minimal(duration_ms="true"),
+        _minimal(run_id="1"),
+        '{"event_id":"' + EID + '","time":"2026-01-02T03:04:05Z"}',
+        '{"event_id":"' + EID + '","time":"2026-01-02T03:04:05Z","kind":"prompt","kind":"x"}',
+        '{"event_id":"bad","time":"2026-01-02T03:04:05Z","kind":"prompt"}',
+        '{"event_id":"' + EID + '","time":"yesterday","kind":"prompt"}',
+        "[1]",
+        '{"event_id": oops',
+    ],
+)
+def test_compact_decoding_declines_what_it_cannot_vouch_for(line: str) -> None:
+    from ledger.eventjson import event_from_json
+    from ledger.model import _decode_compact
+
+    assert _decode_compact(line) is None
+    try:
+        exact: Event | None = event_from_json(Event, line)
+    except ValidationError:
+        exact = None
+    if exact is not None:  # the public path still reads it, exactly
+        assert Event.from_json(line) == exact
+        assert Event.from_json(line).args == exact.args
+
+
+@PROPERTY
+@given(events)
+def test_hash_built_from_fields_equals_the_hash_of_the_parsed_json(ev: Event) -> None:
+    import orjson
+
+    from ledger.canonical import CanonicalizationError, sha256_of
+    from ledger.eventjson import encode_event, event_canonical_hash
+    from ledger.sinks.sql import content_hash, event_row
+
+    text, event_id, time_text = encode_event(ev)
+    assert text == ev.to_json()
+    assert (event_id, time_text) == (str(ev.event_id), json.loads(text)["time"])
+    try:
+        expected: str | None = sha256_of(orjson.loads(text), "rfc8785")
+    except (CanonicalizationError, orjson.JSONDecodeError):
+        expected = None
+    built = event_canonical_hash(ev, event_id, time_text)
+    assert built is None or built == expected
+    if ev.event_id.bytes != bytes(16):
+        assert event_row(ev)[9] == expected == content_hash(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=4), json_values, max_size=4),
+    st.integers(min_value=0, max_value=2**63 - 1),
+)
+def test_hash_built_from_fields_on_flat_and_nested_args(args: Any, duration: int) -> None:
+    import orjson
+
+    from ledger.canonical import CanonicalizationError, sha256_of
+    from ledger.eventjson import encode_event, event_canonical_hash
+
+    ev = Event(kind=Kind.ACTION, args=args, result=list(args.values()), duration_ms=duration)
+    text, event_id, time_text = encode_event(ev)
+    try:
+        expected: str | None = sha256_of(orjson.loads(text), "rfc8785")
+    except CanonicalizationError:
+        expected = None
+    built = event_canonical_hash(ev, event_id, time_text)
+    assert built == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.datetimes(
+        timezones=st.sampled_from(
+            [UTC, timezone(timedelta(hours=3)), timezone(timedelta(seconds=-37))]
+        )
+    )
+)
+def test_format_time_is_the_field_by_field_layout(value: datetime) -> None:
+    from ledger.timefmt import format_time
+
+    v = value
+    expected = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+    if v.microsecond:
+        expected += "." + f"{v.microsecond:06d}".rstrip("0")
+    assert format_time(value) == expected + "Z"
+
+
+_member_values = st.one_of(
+    json_values,
+    st.sampled_from(
+        [
+            EID,
+            "2026-01-02T03:04:05.5Z",
+            "action",
+            "denied",
+            "",
+            "tool",
+            [],
+            None,
+            0,
+            7,
+            [{"source": "tool", "id": "x", "hash": ""}],
+            [{"id": 1}],
+            True,
+            2**63,
+        ]
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(FIELD_ORDER), _member_values, max_size=8),
+    st.sampled_from(["prompt", "action", "bogus", None]),
+)
+def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
+    members: dict[str, Any], kind: str | None
+) -> None:
+    import orjson
+
+    from ledger.eventjson import event_from_json
+    from ledger.model import _decode_compact
+
+    line = orjson.dumps(
+        {"event_id": EID, "time": "2026-01-02T03:04:05Z", "kind": kind} | members
+    ).decode()
+    fast = _decode_compact(line)
+    if fast is None:
+        return
+    exact = event_from_json(Event, line)  # raises if the fast path accepted a bad line
+    assert fast == exact
+    assert (fast.args, fast.result) == (exact.args, exact.result)

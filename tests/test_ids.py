@@ -217,3 +217,21 @@ def test_crockford_alphabet_only_in_minted_ids() -> None:
     assert allowed == CROCKFORD
     for _ in range(200):
         assert set(str(new_event_id())) <= allowed
+
+
+def test_ulid_text_is_the_libraries_text() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ledger.ids import ulid_text
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.integers(min_value=0, max_value=2**128 - 1))
+    def check(n: int) -> None:
+        value = ULID.from_int(n)
+        assert ulid_text(value) == str(value)
+        assert coerce_event_id(ulid_text(value)) == value
+
+    check()
+    for n in (0, 1, 2**128 - 1, 2**80, 2**120 - 1):
+        assert ulid_text(ULID.from_int(n)) == str(ULID.from_int(n))

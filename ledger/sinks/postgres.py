@@ -167,9 +167,14 @@ class PostgresSink(SQLReader):
 
     def _insert(self, conn: sa.Connection, rows: list[Row]) -> None:
         """Insert ``rows`` after taking the writers' shared lock, in one statement per
-        row: the MATERIALIZED CTE runs (and locks) before ``seq`` is drawn."""
-        params: Any = [dict(zip(COLUMNS, row, strict=True), k=self._key) for row in rows]
-        conn.execute(self._insert_sql, params[0] if len(rows) == 1 else params)
+        row: the MATERIALIZED CTE runs (and locks) before ``seq`` is drawn. The row
+        tuples go to the driver as they are (positional parameters, no dict per row),
+        inside the connection's transaction."""
+        key = self._key
+        if len(rows) == 1:
+            conn.exec_driver_sql(self._insert_sql, (key, *rows[0]))
+        else:
+            conn.exec_driver_sql(self._insert_sql, [(key, *row) for row in rows])
 
     def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
         """Group commit: every waiting caller's rows in one transaction; when one of them
@@ -295,10 +300,11 @@ def _not_acknowledged(exc: sa.exc.DBAPIError) -> StorageError:
     )
 
 
-def _insert_statement(table: sa.Table) -> sa.TextClause:
+def _insert_statement(table: sa.Table) -> str:
+    """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS`."""
     name = f'"{table.schema}".events' if table.schema else "events"
-    values = ", ".join(f":{c}" for c in COLUMNS)
-    return sa.text(
-        "WITH ledger_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(:k)) "
+    values = ", ".join(["%s"] * len(COLUMNS))
+    return (
+        "WITH ledger_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s)) "
         f"INSERT INTO {name} ({', '.join(COLUMNS)}) SELECT {values} FROM ledger_lock"
     )

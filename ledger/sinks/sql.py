@@ -19,6 +19,9 @@ for time-ranged reports, ``(tool, time_us)`` and ``(kind, time_us)`` for lookups
 
 Reading: ``chain`` and ``events`` order rows by ``seq``, never by producer time (the
 reference's ``ts``-then-id order could disagree with what happened, its defect 7).
+Rows decode through ``Event.from_json``: JSON the sink wrote is compact and takes the
+fast path (every field still checked); anything else, a hand-edited row included, takes
+the exact scanner, and a row that does not parse raises ``CorruptRecord`` naming it.
 Every sink guarantees that ``seq`` order is commit order, so a reader tailing with
 ``events(after=...)`` never skips a row that committed late.
 """
@@ -39,6 +42,7 @@ from ulid import ULID
 from ledger.canonical import sha256_of
 from ledger.chain import Chain, assemble_chain
 from ledger.errors import CanonicalizationError, CorruptRecord, EventNotFound, ValidationError
+from ledger.eventjson import encode_event_hashed
 from ledger.ids import coerce_event_id
 from ledger.model import Event, Kind, Verdict
 from ledger.sinks.base import RunSummary
@@ -120,19 +124,23 @@ def event_row(event: Event) -> tuple[Any, ...]:
     """The row values for ``event``, in :data:`COLUMNS` order.
 
     Refuses a zero ULID (``ValidationError``): an id that cannot identify anything.
+    The content hash is built from the event's fields along with the JSON
+    (:func:`ledger.eventjson.encode_event_hashed`; equal to :func:`content_hash` of the
+    JSON); when a part has no RFC 8785 form the JSON itself goes through
+    :func:`content_hash`, which says so in the log.
     """
     if not isinstance(event, Event):
         raise ValidationError(f"expected an Event, got {type(event).__name__}")
-    text = event.to_json()
-    # to_json always writes the id first: '{"event_id":"<26 chars>"...' (saves a str()).
-    event_id = text[13:39] if text.startswith(_ID_PREFIX) else str(event.event_id)
+    text, event_id, digest = encode_event_hashed(event)
     if event_id == _ZERO_TEXT:
         raise ValidationError("event_id: the zero ULID is refused; give a fresh new_event_id()")
-    verdict = None if event.verdict is None else event.verdict.value
+    if digest is None:
+        digest = content_hash(text)
+    verdict = None if event.verdict is None else str(event.verdict)
     micros = (event.time - _EPOCH) // _MICRO  # Event guarantees an aware UTC time
     return (
-        event_id, event.run_id, event.call_id, event.kind.value, event.tool,
-        verdict, micros, bool(event.err), text, content_hash(text),
+        event_id, event.run_id, event.call_id, str(event.kind), event.tool,
+        verdict, micros, bool(event.err), text, digest,
     )  # fmt: skip
 
 

@@ -205,8 +205,11 @@ class SQLiteSink(SQLReader):
         conn = self._writer_conn()
         rows = [row for item in items for row in item]
         if len(rows) <= _STATEMENT_ROWS:
+            sql, params = (
+                (_INSERT, rows[0]) if len(rows) == 1 else (_insert_sql(len(rows)), _flat(rows))
+            )
             try:
-                self._retry_busy(lambda: conn.execute(_insert_sql(len(rows)), _flat(rows)))
+                self._retry_busy(lambda: conn.execute(sql, params))
                 return [None] * len(items)
             except sqlite3.IntegrityError as exc:
                 if len(items) == 1:

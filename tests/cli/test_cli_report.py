@@ -56,7 +56,7 @@ def test_report_of_a_demo_run(sqlite_ledger: Ledger) -> None:
 
 
 def test_table_format_says_zero_explicitly(sqlite_ledger: Ledger) -> None:
-    result = invoke("report", "--db", sqlite_ledger.url)
+    result = invoke("report", "--db", sqlite_ledger.url, env={"COLUMNS": "250"})
     assert result.exit_code == 0
     assert "zero non-safe actions ran without a committed intent" in result.stdout
     assert "10 events checked, all content hashes match" in result.stdout
