@@ -27,10 +27,11 @@ from ledger.sinks import SQLiteSink
 from ledger.sinks.base import Sink
 
 NOTE = """\
-Reading the chain: an allowed non-safe call stores its `action` first (committed
-durably before the tool ran), then its `gate_decision` and `tool_result` together;
-a safe call stores its decision and result; a denied one its decision and a denied
-`action`. The `denied_attempt` anomaly is expected: it flags the refused shell command.
+Reading the chain (events in the order they happened): every call starts with the
+gate's decision; an allowed non-safe call then has its `action`, committed durably
+before the tool ran, and its `tool_result`; a safe call has just its result; a denied
+one a denied `action`. The `denied_attempt` anomaly is expected: it flags the refused
+shell command.
 """
 
 

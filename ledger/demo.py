@@ -179,7 +179,7 @@ def render_chain(chain: Chain, *, width: int = 60) -> str:
         verdict = str(e.verdict) if e.verdict else ""
         rows.append((str(e.kind), e.tool, e.call_id, verdict, bounded(detail, width)))
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(4)]
-    lines = [f"run {chain.run_id} ({len(rows)} events, in stored order)"]
+    lines = [f"run {chain.run_id} ({len(rows)} events, in the order they happened)"]
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)]
         lines.append(("  " + "  ".join([*cells, row[4]])).rstrip())

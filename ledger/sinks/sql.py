@@ -17,8 +17,10 @@ One table, ``events`` (changed only through the Alembic revisions in
 Indexes: ``(run_id, seq)`` for ``chain``/``events(run_id=)``/``runs``, ``(time_us)``
 for time-ranged reports, ``(tool, time_us)`` and ``(kind, time_us)`` for lookups.
 
-Reading: ``chain`` and ``events`` order rows by ``seq``, never by producer time (the
-reference's ``ts``-then-id order could disagree with what happened, its defect 7).
+Reading: ``chain`` orders a run's rows by event id (ULIDs minted as the events were made:
+the order things happened), ``events`` by ``seq`` (commit order, so tailing is safe);
+never by producer time (the reference's ``ts``-then-id order could disagree with what
+happened, its defect 7).
 Rows decode through ``Event.from_json``: JSON the sink wrote is compact and takes the
 fast path (every field still checked); anything else, a hand-edited row included, takes
 the exact scanner, and a row that does not parse raises ``CorruptRecord`` naming it.
@@ -149,6 +151,10 @@ def row_dicts(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
 
+def _by_event_id(row: Any) -> str:
+    return str(row[1])
+
+
 def parse_row(seq: int, event_id: str, text: str | bytes) -> Event:
     """Decode one stored row; ``CorruptRecord`` naming the row when it does not parse."""
     try:
@@ -206,16 +212,22 @@ class SQLReader:
         return parse_row(row[0], key, row[1])
 
     def chain(self, run_id: str) -> Chain:
-        """The run ``run_id`` assembled from its events in commit (``seq``) order; an
-        unknown run gives an empty chain."""
+        """The run ``run_id`` assembled from its events ordered by event id; an unknown
+        run gives an empty chain.
+
+        Event ids are ULIDs minted when each event was made, strictly increasing within
+        a process, so id order is the order things happened in the run even when a
+        best-effort event (a gate decision) was committed after the action it preceded.
+        """
         t = self._table
         query = (
             sa.select(t.c.seq, t.c.event_id, t.c.event_json)
             .where(t.c.run_id == run_id)
-            .order_by(t.c.seq)
+            .order_by(t.c.seq)  # served by the (run_id, seq) index; sorted by id below
         )
         with self._reading() as conn:
-            rows = conn.execute(query).all()
+            fetched = conn.execute(query).all()
+        rows = sorted(fetched, key=_by_event_id)  # Crockford text sorts as the ULID does
         chain = assemble_chain(parse_row(s, i, j) for s, i, j in rows)
         return chain if chain.run_id else replace(chain, run_id=run_id)
 

@@ -82,7 +82,9 @@ def test_allowed_non_safe_call_commits_one_self_explaining_action(
     assert "allow-all" in intent.reason and "restart the web service" in intent.reason
     assert action.result is not None and action.result.result == '"done"'
     assert action.outcome == "succeeded" and chain.anomalies == ()
-    assert kinds(of_call(chain.events, "c1")) == ["action", "gate_decision", "tool_result"]
+    # The chain reads in event-id order: the decision, made first, comes before the action
+    # it allowed even though it was stored after it (batched with the result).
+    assert kinds(of_call(chain.events, "c1")) == ["gate_decision", "action", "tool_result"]
     assert chain.request is not None and str(chain.request.event_id) == run.request_id
 
 
