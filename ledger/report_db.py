@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from ledger.cli_source import parse_url
 from ledger.errors import StorageError
 from ledger.report_hash import HashCheck, check_rows, iter_stored_rows
+from ledger.sinks.url import split_schema
 
 __all__ = ["DatabaseCheck", "check_database", "engine_for", "split_schema"]
 
@@ -101,18 +102,6 @@ def _integrity(conn: sa.Connection) -> str:
         return "ok"  # PostgreSQL has no file-level check; the row checks below apply
     rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check").all()]
     return "ok" if rows == ["ok"] else "; ".join(rows[:10])
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """A PostgreSQL URL without its ``?ledger_schema=NAME`` (as ``open_sink`` reads it),
-    and that name; other URLs are returned as they are."""
-    if not url.startswith("postgres"):
-        return url, None
-    parsed = sa.make_url(url)
-    value = parsed.query.get("ledger_schema")
-    rest = {k: v for k, v in parsed.query.items() if k != "ledger_schema"}
-    plain = parsed.set(query=rest).render_as_string(hide_password=False)
-    return plain, value if isinstance(value, str) else None
 
 
 def check_database(url: str) -> DatabaseCheck:

@@ -124,16 +124,19 @@ def _check_known(found: str | None, head: str) -> None:
 
 
 def upgrade(url: str, *, schema: str | None = None) -> str:
-    """Bring the database at ``url`` (``sqlite:///path`` or ``postgresql://...``) to the
-    newest revision and return it."""
+    """Bring the database at ``url`` (``sqlite:///path`` or ``postgresql://...``, which
+    may carry ``?ledger_schema=NAME`` as ``open_sink`` takes it) to the newest revision
+    and return it."""
     if url.startswith("sqlite:"):
         from ledger.sinks.sqlite import SQLiteSink, path_from_url
 
         SQLiteSink(path_from_url(url)).close()
     elif url.startswith(("postgresql:", "postgresql+psycopg:", "postgres:")):
         from ledger.sinks.postgres import PostgresSink
+        from ledger.sinks.url import split_schema
 
-        PostgresSink.open(url, schema=schema).close()
+        dsn, in_url = split_schema(url)
+        PostgresSink.open(dsn, schema=schema or in_url).close()
     else:
         raise StorageError(f"upgrade: {url!r} is not a sqlite:/// or postgresql:// URL")
     return head_revision()

@@ -57,11 +57,20 @@ def _jsonl(url: str) -> Sink:
     return JSONLSink(parts.path[1:], fsync=query.get("fsync", "").lower() in _TRUE)
 
 
-def _postgres(url: str) -> Sink:
-    from ledger.sinks.postgres import PostgresSink
-
+def split_schema(url: str) -> tuple[str, str | None]:
+    """``postgresql://...?ledger_schema=S`` -> (the URL without it, ``S``); any other
+    URL comes back as it is, with ``None``."""
+    if not url.startswith("postgres"):
+        return url, None
     parts = urlsplit(url)
     query = parse_qsl(parts.query)
     schema = next((v for k, v in query if k == "ledger_schema"), None)
     rest = urlencode([(k, v) for k, v in query if k != "ledger_schema"])
-    return PostgresSink.open(urlunsplit(parts._replace(query=rest)), schema=schema)
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+def _postgres(url: str) -> Sink:
+    from ledger.sinks.postgres import PostgresSink
+
+    dsn, schema = split_schema(url)
+    return PostgresSink.open(dsn, schema=schema)

@@ -7,9 +7,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from ledger.errors import SinkClosed, StorageError, ValidationError
-from ledger.sinks import DiscardSink, JSONLSink, SQLiteSink, open_sink
+from ledger.ids import new_event_id
+from ledger.sinks import DiscardSink, JSONLSink, SQLiteSink, open_sink, upgrade
 from ledger.sinks.groupcommit import GroupCommitter
 
 from .factories import action
@@ -152,3 +154,19 @@ def test_stress_outcomes_match_what_the_writer_decided() -> None:
     committer.close()
     assert len(seen) == 24 * 150
     assert seen == decided
+
+
+def test_upgrade_takes_the_schema_from_the_url_as_open_sink_does(pg_dsn: str) -> None:
+    schema = f"upg_{new_event_id()}".lower()
+    url = f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}ledger_schema={schema}"
+    engine = sa.create_engine(pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        assert upgrade(url)
+        query = "SELECT table_name FROM information_schema.tables WHERE table_schema = :s"
+        with engine.connect() as conn:
+            tables = set(conn.execute(sa.text(query), {"s": schema}).scalars())
+        assert "events" in tables
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
