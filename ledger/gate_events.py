@@ -138,8 +138,7 @@ def why(cs: CallState, reason: str, policy_id: str) -> str:
     return f"{reason}{by} | request: {cs.request_quote}"
 
 
-def action_event(cs: CallState, reason: str, policy_id: str) -> Event:
-    """The allowed ``action`` to commit durably before the tool runs."""
+def _action(cs: CallState, verdict: Verdict, reason: str, policy_id: str) -> Event:
     return Event(
         kind=Kind.ACTION,
         run_id=cs.run_id,
@@ -149,27 +148,20 @@ def action_event(cs: CallState, reason: str, policy_id: str) -> Event:
         label=policy_id,
         preview=cs.preview,
         args=cs.args_json,
-        verdict=Verdict.ALLOWED,
-        reason=why(cs, reason, policy_id),
+        verdict=verdict,
+        reason=reason,
         refs=cs.refs,
     )
+
+
+def action_event(cs: CallState, reason: str, policy_id: str) -> Event:
+    """The allowed ``action`` to commit durably before the tool runs."""
+    return _action(cs, Verdict.ALLOWED, why(cs, reason, policy_id), policy_id)
 
 
 def denial_event(cs: CallState, reason: str, policy_id: str = "gate") -> Event:
     """A best-effort ``action`` with verdict ``denied``: the attempt stays visible."""
-    return Event(
-        kind=Kind.ACTION,
-        run_id=cs.run_id,
-        call_id=cs.call_id,
-        agent_path=cs.agent_path,
-        tool=cs.tool,
-        label=policy_id,
-        preview=cs.preview,
-        args=cs.args_json,
-        verdict=Verdict.DENIED,
-        reason=reason,
-        refs=cs.refs,
-    )
+    return _action(cs, Verdict.DENIED, reason, policy_id)
 
 
 def result_event(cs: CallState, result: Any, exc: BaseException | None, duration_ms: int) -> Event:
