@@ -5,7 +5,7 @@ Each has ``to_dict()`` with stable field names; times are RFC 3339 in UTC.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,15 @@ def time_text(value: datetime | None) -> str | None:
     return format_time(value) if value is not None else None
 
 
+def plain_dict(value: Any) -> dict[str, Any]:
+    """A dataclass as ``{field: value}`` in field order, times as RFC 3339 text: the
+    stable machine form of every report row."""
+    return {
+        f.name: time_text(v) if isinstance(v := getattr(value, f.name), datetime) else v
+        for f in fields(value)
+    }
+
+
 def run_outcome(run: RunSummary) -> str:
     """``ended`` or ``open`` (no run_end/abort seen), with ``errors`` when any."""
     base = "ended" if run.ended else "open"
@@ -36,16 +45,7 @@ def run_outcome(run: RunSummary) -> str:
 
 def run_dict(run: RunSummary) -> dict[str, Any]:
     """A run summary with stable field names (``ledger runs --json``, the report)."""
-    return {
-        "run_id": run.run_id,
-        "first_time": time_text(run.first_time),
-        "last_time": time_text(run.last_time),
-        "events": run.events,
-        "actions": run.actions,
-        "denials": run.denials,
-        "errors": run.errors,
-        "ended": run.ended,
-    }
+    return plain_dict(run)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -60,14 +60,7 @@ class ToolStats:
     safe_reads: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tool": self.tool,
-            "actions": self.actions,
-            "denials": self.denials,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "safe_reads": self.safe_reads,
-        }
+        return plain_dict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,15 +76,7 @@ class Denial:
     event_id: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "call_id": self.call_id,
-            "tool": self.tool,
-            "time": time_text(self.time),
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "event_id": self.event_id,
-        }
+        return plain_dict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,14 +92,7 @@ class Finding:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "call_id": self.call_id,
-            "tool": self.tool,
-            "time": time_text(self.time),
-            "event_id": self.event_id,
-            "detail": self.detail,
-        }
+        return plain_dict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,9 +105,4 @@ class TimeBucket:
     denials: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "start": time_text(self.start),
-            "end": time_text(self.end),
-            "actions": self.actions,
-            "denials": self.denials,
-        }
+        return plain_dict(self)
