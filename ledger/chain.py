@@ -10,8 +10,9 @@ form one :class:`Action`; results whose call id belongs to no action are safe re
 land in ``available`` as tool refs, interleaved in event order with the refs of
 ``retrieved`` events. Unlike the reference nothing is resolved silently: more
 than one request, several results for one call, results without a call id, allowed
-actions without a result, results recorded before their intent, and denied attempts are
-reported in ``anomalies``. The first request is the head; a call's first result pairs.
+actions without a result, results recorded before their intent, results of calls that had
+no allowed intent, and denied attempts are reported in ``anomalies``. The first request is
+the head; a call's first result pairs.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class AnomalyCode(StrEnum):
     DUPLICATE_RESULT = "duplicate_result"
     RESULT_WITHOUT_CALL_ID = "result_without_call_id"
     RESULT_BEFORE_INTENT = "result_before_intent"
+    RESULT_WITHOUT_INTENT = "result_without_intent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,8 +167,12 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
     One pass sorts the events into what each rule needs (run ids, requests, results by
     call, actions, the sources of ``available``); the rules then run over those short
     lists. Anomalies come in a fixed order: mixed runs, the request, duplicate results
-    (by call, first seen first), each action's problems (in event order), results
-    without a call id.
+    (by call, first seen first), each action's problems (in event order), results that
+    ran without an allowed intent, results without a call id.
+
+    A denied action is never paired with a result (the tool did not run); a result of a
+    call whose intent was denied, or whose gate decision was not a safe allowance, is a
+    ``result_without_intent`` anomaly.
     """
     ordered = list(events)
     runs: dict[str, None] = {}
@@ -175,6 +181,7 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
     last: dict[int, int] = {}  # id(action or result event) -> its last position
     intents: list[Event] = []
     sources: list[Event] = []  # retrieved events and tool results, in event order
+    decisions: dict[str, Event] = {}  # call id -> its first gate decision
     for i, e in enumerate(ordered):
         if e.run_id:
             runs[e.run_id] = None
@@ -191,11 +198,14 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
             sources.append(e)
         elif kind is Kind.REQUEST:
             requests.append(e)
+        elif kind is Kind.GATE_DECISION and e.call_id:
+            decisions.setdefault(e.call_id, e)
     anomalies: list[Anomaly] = []
     run_id = _run_id(list(runs), anomalies)
     request = _request(requests, anomalies)
     results = _results(by_call, anomalies)
     actions = _actions(intents, results, last, anomalies)
+    _unintended(results, intents, decisions, anomalies)
     reads = _available(sources, {e.call_id for e in intents if e.call_id}, anomalies)
     return Chain(
         run_id=run_id,
@@ -242,9 +252,9 @@ def _actions(
     seen: dict[str, Event] = {}
     for e in intents:
         call, tool = e.call_id, e.tool or "?"
-        result = results.get(call) if call else None
-        actions.append(Action(intent=e, result=result, evidence=e.refs))
         denied = e.verdict in _DENIED
+        result = results.get(call) if call and not denied else None  # a denial never ran
+        actions.append(Action(intent=e, result=result, evidence=e.refs))
         if denied:
             reason = e.reason or "no reason recorded"
             _flag(out, AnomalyCode.DENIED_ATTEMPT, f"{tool} was denied: {reason}", [e], call)
@@ -264,6 +274,34 @@ def _actions(
             detail = f"the result of call {call!r} was recorded before its intent"
             _flag(out, AnomalyCode.RESULT_BEFORE_INTENT, detail, [result, e], call)
     return actions
+
+
+def _unintended(
+    results: dict[str, Event],
+    intents: list[Event],
+    decisions: dict[str, Event],
+    out: list[Anomaly],
+) -> None:
+    """Flag results of calls that had no allowed intent: calls whose only actions were
+    denials, and calls with no action whose gate decision was a denial or not marked
+    safe (``safe:`` label). A result with no action and no decision is a safe read."""
+    allowed = {e.call_id for e in intents if e.call_id and e.verdict not in _DENIED}
+    denied = {e.call_id for e in intents if e.call_id} - allowed
+    for call, result in results.items():
+        if call in allowed:
+            continue
+        decision = decisions.get(call)
+        if call in denied:
+            why = "its only action was a denial"
+        elif decision is not None and decision.verdict in _DENIED:
+            why = "the gate denied it"
+        elif decision is not None and not decision.label.startswith("safe:"):
+            why = "the gate did not mark it safe and no action was committed"
+        else:
+            continue
+        tool = result.tool or "?"
+        detail = f"{tool} (call {call!r}) has a result but {why}: it ran without an intent"
+        _flag(out, AnomalyCode.RESULT_WITHOUT_INTENT, detail, [result], call)
 
 
 def _available(sources: list[Event], action_calls: set[str], out: list[Anomaly]) -> list[Ref]:

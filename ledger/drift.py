@@ -107,6 +107,11 @@ def _check(ref: Ref, resolver: Resolver) -> RefCheck:
 
 def verify_refs(refs: Iterable[Ref], resolver: Resolver) -> list[RefCheck]:
     """Check each ref against ``resolver``; one :class:`RefCheck` per ref, in order."""
+    if not isinstance(resolver, Resolver):
+        raise ValidationError(
+            f"resolver: {type(resolver).__name__} is not a Resolver (it needs a `sources` "
+            "collection and a current_hash(source, id) method)"
+        )
     return [_check(ref, resolver) for ref in refs]
 
 

@@ -245,6 +245,11 @@ ANOMALY_CASES: dict[AnomalyCode, Any] = {
     AnomalyCode.DUPLICATE_RESULT: lambda: [request(), action("c1"), result("c1"), result("c1")],
     AnomalyCode.RESULT_WITHOUT_CALL_ID: lambda: [request(), result("")],
     AnomalyCode.RESULT_BEFORE_INTENT: lambda: [request(), result("c1"), action("c1")],
+    AnomalyCode.RESULT_WITHOUT_INTENT: lambda: [
+        request(),
+        action("c1", verdict="denied"),
+        result("c1"),
+    ],
 }
 
 
@@ -577,14 +582,13 @@ def test_no_tool_result_is_silently_dropped(events: list[Event]) -> None:
     chain = assemble_chain(events)
     paired = {id(a.result) for a in chain.actions if a.result is not None}
     available = set(_tool_refs(chain))
-    duplicates = {
-        i for a in chain.anomalies if a.code is AnomalyCode.DUPLICATE_RESULT for i in a.event_ids
-    }
+    named = (AnomalyCode.DUPLICATE_RESULT, AnomalyCode.RESULT_WITHOUT_INTENT)
+    duplicates = {i for a in chain.anomalies if a.code in named for i in a.event_ids}
     for e in events:
         if e.kind is Kind.TOOL_RESULT:
             eid = str(e.event_id)
-            # paired with its action, or a read in available, or a later duplicate named
-            # by a duplicate_result anomaly: never silently dropped
+            # paired with its action, or a read in available, or named by an anomaly (a
+            # later duplicate, or the result of a denied call): never silently dropped
             assert id(e) in paired or eid in available or eid in duplicates, e
 
 
@@ -632,3 +636,40 @@ def test_anomalies_are_consistent_with_the_chain(events: list[Event]) -> None:
                 a.code is AnomalyCode.ACTION_WITHOUT_RESULT and a.call_id == act.call_id
                 for a in chain.anomalies
             )
+
+
+def test_a_denied_action_is_never_paired_with_a_result() -> None:
+    # The gate refuses a reused call id: the second (denied) attempt must not show the
+    # first attempt's result as if it had run.
+    chain = assemble_chain([request(), action("c1"), result("c1"), action("c1", verdict="denied")])
+    allowed, denied = chain.actions
+    assert allowed.result is not None and allowed.outcome == "succeeded"
+    assert denied.result is None and denied.outcome == "denied"
+    assert AnomalyCode.RESULT_WITHOUT_INTENT not in codes(chain)
+
+
+def test_a_result_whose_gate_decision_was_a_denial_is_flagged() -> None:
+    denied = Event(kind=Kind.GATE_DECISION, run_id=RUN, call_id="c9", tool="rm", verdict="denied")
+    chain = assemble_chain([request(), denied, result("c9", tool="rm")])
+    (flag,) = [a for a in chain.anomalies if a.code is AnomalyCode.RESULT_WITHOUT_INTENT]
+    assert flag.call_id == "c9" and "denied" in flag.detail
+
+
+def test_a_result_of_a_call_not_marked_safe_without_an_action_is_flagged() -> None:
+    def decision(label: str) -> Event:
+        return Event(
+            kind=Kind.GATE_DECISION,
+            run_id=RUN,
+            call_id="c9",
+            tool="rm",
+            verdict="allowed",
+            label=label,
+        )
+
+    unsafe = assemble_chain([request(), decision("allow-all"), result("c9", tool="rm")])
+    safe = assemble_chain([request(), decision("safe:allow-all"), result("c9", tool="rm")])
+    bare = assemble_chain([request(), result("c9", tool="rm")])  # the reference's safe read
+    assert AnomalyCode.RESULT_WITHOUT_INTENT in codes(unsafe)
+    assert AnomalyCode.RESULT_WITHOUT_INTENT not in codes(safe)
+    assert AnomalyCode.RESULT_WITHOUT_INTENT not in codes(bare)
+    assert len(unsafe.available) == len(safe.available) == 1  # still visible as a read

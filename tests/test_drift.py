@@ -519,3 +519,8 @@ def test_shipped_resolvers_type_check_as_resolver(
         """,
     )
     assert status == 0, report
+
+
+def test_verify_refs_refuses_something_that_is_not_a_resolver() -> None:
+    with pytest.raises(ledger.ValidationError, match="not a Resolver"):
+        verify_refs([Ref(source="memory", id="m1", hash="sha256:00")], object())  # type: ignore[arg-type]
