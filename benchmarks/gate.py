@@ -1,6 +1,6 @@
 """Benchmark: the gate's own overhead per allowed non-safe call.
 
-    python benchmarks/gate.py [--calls 25] [--rounds 40] [--dir PATH]
+    python benchmarks/gate.py [--calls 25] [--rounds 40] [--dir PATH] [--limit 1.3]
 
 Both sides use one real ``SQLiteSink`` file (WAL, ``synchronous=FULL``) and one run, and
 do the same durable work per call:
@@ -17,11 +17,19 @@ do the same durable work per call:
 - **commit** (context only): ``commit_action`` alone, what one durable write costs on
   this storage.
 
-Each round runs ``--calls`` calls of every side, in a rotating order. Reported: the
-median per-call time of each side, and the median (and quartiles) of its per-round ratio
-to the same round's baseline (short, paired, interleaved rounds keep a loaded machine or
-a disk with erratic fsync times from favouring one side). The gate must stay under 1.3x;
-the exit status is 1 if it does not.
+Each round runs ``--calls`` calls of every side, in a rotating order. Reported per side,
+in labelled columns, two ratios to the baseline that answer different questions:
+
+- ``median/median``: the side's median per-call time over the baseline's median
+  per-call time (the two time columns divided);
+- ``paired``: the median (and quartiles) of the per-round ratios, each round's time over
+  the *same round's* baseline time (short, paired, interleaved rounds keep load that
+  drifts during the run from favouring one side).
+
+They agree when the baseline's times are steady; when a disk's fsync times swing, two
+sides can show the same median time and different paired ratios (each round is divided
+by a different baseline), which is why both are printed. The gate must stay under the
+limit (1.3x) by **both** ratios; the exit status is 1 if it does not.
 
 The database goes in a temporary directory under the current directory (a ledger lives on
 real storage); ``--dir`` puts it elsewhere. What the ratio means depends on what a commit
@@ -135,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--dir", type=Path, default=Path.cwd())
+    parser.add_argument("--limit", type=float, default=LIMIT, help="the bar (default 1.3)")
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(dir=opts.dir) as tmp, SQLiteSink(Path(tmp) / "b.db") as sink:
         gate = Gate(sink, policy=AllowAll())
@@ -156,19 +165,29 @@ def main(argv: list[str] | None = None) -> int:
                     times[name].append(measure(sides[name], n))
     where = opts.dir
     print(f"per allowed non-safe call, SQLite in {where}, {opts.rounds} rounds x {n} calls:")
-    ratio = 0.0
+    print(
+        f"  {'side':<9} {'median time':>12}   {'median/median':>13}   "
+        "paired: median (quartiles) of each round / the same round's baseline"
+    )
+    base = statistics.median(times["baseline"])
+    by_medians = paired = 0.0
     for name in sides:
         # Paired: each round's time over the same round's baseline, so load that drifts
         # during the run does not favour one side; the median and quartiles of those.
         ratios = sorted(t / b for t, b in zip(times[name], times["baseline"], strict=True))
         q1, med, q3 = statistics.quantiles(ratios, n=4)
         value = statistics.median(times[name])
-        print(f"  {name:<9} {value:9.1f} us   {med:5.2f}x baseline  (quartiles {q1:.2f}-{q3:.2f})")
+        print(
+            f"  {name:<9} {value:9.1f} us   {value / base:12.2f}x   {med:5.2f}x ({q1:.2f}-{q3:.2f})"
+        )
         if name == "gate":
-            ratio = med
-    verdict = "ok" if ratio < LIMIT else "TOO SLOW"
-    print(f"gate / baseline = {ratio:.2f}x (limit {LIMIT}x): {verdict}")
-    return 0 if ratio < LIMIT else 1
+            by_medians, paired = value / base, med
+    ok = max(by_medians, paired) < opts.limit
+    print(
+        f"gate vs baseline: {by_medians:.2f}x median/median, {paired:.2f}x paired "
+        f"(limit {opts.limit}x for both): {'ok' if ok else 'TOO SLOW'}"
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

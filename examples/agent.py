@@ -5,9 +5,9 @@ Run it from a checkout (no install needed) or with the package installed::
     python examples/agent.py
 
 It uses a temporary SQLite ledger, then prints the run's chain and explains the write
-with ``chain.why(call_id)``. From code, ``run_demo(sink, workdir)`` runs the same flow
-against any sink and returns the run id. The agent itself lives in :mod:`ledger.demo`
-(``ledger demo`` runs it too).
+with ``chain.why(call_id)``. The agent itself lives in :mod:`ledger.demo` (``ledger demo``
+runs it too): from code, call ``ledger.demo.run_scripted_agent(sink, workdir)``, which
+works wherever the package is installed (``run_demo`` below wraps it for this script).
 """
 
 from __future__ import annotations

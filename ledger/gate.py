@@ -22,7 +22,10 @@ Decisions worth knowing:
   commit, a policy that raises or answers anything but a ``Decision``, a ``needs_approval``
   nobody answered, a redactor that raises or breaks the JSON shape, or any error inside
   the gate: the tool does not run and the caller gets :class:`~ledger.errors.ToolDenied`
-  with the reason; a best-effort ``action(denied)`` records why.
+  with the reason; a best-effort ``action(denied)`` records why, and the arguments that
+  were tried (redacted) whenever they can be serialized. ``ToolDenied.reason`` is the why
+  alone (as recorded); ``str(exc)`` is ``action "<tool>" denied: <reason>``; ``.tool``
+  and ``.call_id`` name the call.
 - **Runs live in context variables**, so many runs may be active at once in threads and
   asyncio tasks, and a decorated tool finds the innermost active run *of its gate*
   without being passed one. A task created inside a run inherits it; a new thread does
@@ -44,7 +47,12 @@ Decisions worth knowing:
 - **The record holds what runs.** ``args`` is copied once per call (a shallow snapshot):
   the policy sees it read-only, the recorded ``args`` are serialized from it *after*
   the policy decided, and the function gets exactly it. (Nested mutable values shared
-  with other threads must not change while the call is in flight.)
+  with other threads must not change while the call is in flight.) Args must be JSON
+  (str, int within 64 bits, finite float, bool, None, lists, tuples and dicts with string
+  keys): any other value would be recorded as something other than what runs, so the
+  call is denied before the policy is asked, with a reason naming the argument and type
+  (its denied record shows ``"[not JSON: <type>]"``). Results are not held to this: the
+  tool has run, and a result that is not JSON is recorded as its text form.
 - **What can be gated**: a function whose effect happens inside the call. Generator and
   async-generator functions are denied (their body would run after the result was
   recorded); a returned generator or, in ``call``, coroutine is closed unstarted and
@@ -80,7 +88,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
 
 from ledger.errors import DuplicateEvent, ToolDenied
-from ledger.gate_events import CallState, denial_event, redacted_args
+from ledger.gate_events import CallState, denial_event, describe_attempt
 from ledger.gate_policy import (
     AllowAll,
     AllowList,
@@ -252,11 +260,10 @@ class Gate:
             call_id=new_call_id(),
             safe=False,
             preview=bounded(tool),
+            redact=self.redact,
+            kwargs=args,
         )
-        try:
-            cs.args_json = redacted_args(args, self.redact)
-        except Exception:
-            cs.args_json = "{}"
+        describe_attempt(cs)
         self._write([denial_event(cs, reason)])
         return denied_error(tool, reason, cs.call_id)
 

@@ -52,13 +52,15 @@ from ledger.drift import content_hash
 from ledger.gate_events import (
     CallState,
     action_event,
+    args_preview,
     decision_event,
     denial_event,
+    describe_attempt,
     redacted_args,
     result_event,
 )
 from ledger.gate_policy import Decision, ToolCall, adecide, decide
-from ledger.gate_redact import PREVIEW_LIMIT, bounded
+from ledger.gate_redact import PREVIEW_LIMIT, NotJSON, bounded, json_value
 from ledger.gate_support import (
     CancelledBeforeRun,
     Denied,
@@ -67,6 +69,7 @@ from ledger.gate_support import (
     in_thread,
     new_call_id,
     not_a_value,
+    not_json,
     policy_failed,
     refs_of,
     unusable_fn,
@@ -218,6 +221,7 @@ class CallSteps:
     def _interrupted(self, cs: CallState, exc: BaseException) -> None:
         if cs.committed:  # the commit's own callback, or the result, tells the outcome
             return
+        describe_attempt(cs)
         what = "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
         self.gate._write([*cs.pending, denial_event(cs, f"{what} before the tool ran")])
 
@@ -229,6 +233,7 @@ class CallSteps:
         return self._deny(cs, reason, *cs.pending)
 
     def _deny(self, cs: CallState, reason: str, *pending: Event) -> Denied:
+        describe_attempt(cs)
         try:
             denial = denial_event(cs, reason)
         except Exception:  # e.g. unusable evidence: keep the record, drop the refs
@@ -240,7 +245,10 @@ class CallSteps:
         self, cs: CallState, args: Mapping[str, Any], fn: Callable[..., Any], *, sync: bool
     ) -> ToolCall:
         """Check the call and snapshot its args: the policy sees, the record holds and the
-        function gets the same top-level values, whatever the caller's mapping does later."""
+        function gets the same top-level values, whatever the caller's mapping does later.
+        Args that are not JSON are refused here, before any policy or approver sees them."""
+        kwargs = dict(args) if isinstance(args, Mapping) else None
+        cs.kwargs = kwargs or {}  # what was attempted: a denial records it
         if cs.problem:
             raise self._deny(cs, cs.problem)
         if self._state != "active":
@@ -249,15 +257,17 @@ class CallSteps:
         problem = unusable_fn(fn, sync=sync)
         if problem:
             raise self._deny(cs, problem)
-        kwargs = dict(args) if isinstance(args, Mapping) else None
         if kwargs is None or not all(isinstance(k, str) for k in kwargs):
             raise self._deny(cs, "args must be a mapping of keyword arguments (string keys)")
+        try:
+            json_value(kwargs)
+        except NotJSON as exc:
+            raise self._deny(cs, not_json(exc, cs.redact)) from None
         with self._lock:
             if cs.call_id in self._calls:
                 raise self._deny(cs, f"call id {cs.call_id!r} was already used in this run")
             self._calls.add(cs.call_id)
             self.last_call_id = cs.call_id
-        cs.kwargs = kwargs
         view = MappingProxyType(kwargs)
         return ToolCall(
             tool=cs.tool, args=view, call_id=cs.call_id, run_id=self.run_id, safe=cs.safe
@@ -268,15 +278,18 @@ class CallSteps:
         and build the preview and refs; a failure denies without showing the values."""
         try:
             cs.args_json = redacted_args(cs.kwargs, cs.redact)
-            cs.preview = bounded(cs.redact(bounded(f"{cs.tool} {cs.args_json}", 4 * PREVIEW_LIMIT)))
-            if not isinstance(cs.preview, str):
-                raise TypeError("the redactor did not return text for the preview")
+            cs.preview = args_preview(cs.tool, cs.args_json, cs.redact)
             cs.refs = (self._request_ref, *refs_of(evidence))
-        except Exception as exc:
+            cs.args_done = True
+        except Exception as exc:  # NotJSON: the policy changed a nested value
+            cs.args_done = not isinstance(exc, NotJSON)  # else: placeholders are recorded
             cs.args_json, cs.preview = "{}", bounded(cs.tool)
             cs.refs = (self._request_ref,)
             raise self._deny(  # the message could hold what was to be redacted: not shown
-                cs, f"could not redact or record its arguments ({type(exc).__name__})"
+                cs,
+                not_json(exc, cs.redact)
+                if isinstance(exc, NotJSON)
+                else f"could not redact or record its arguments ({type(exc).__name__})",
             ) from None
 
     def _decide(self, call: ToolCall) -> Decision:

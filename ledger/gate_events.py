@@ -11,14 +11,22 @@ Shapes (every event gets a fresh ULID ``event_id`` and the current time):
 - ``retrieved``: ``refs`` as given (content hashes are the caller's, of unredacted content).
 - ``gate_decision``: ``call_id``, ``tool``, ``verdict`` and ``reason`` of the decision,
   ``label`` = the deciding ``policy_id``, prefixed ``safe:`` for a tool marked safe (so a
-  report can tell a safe read from a non-safe call whatever the policy); ``args``
+  report can tell a safe read from a non-safe call whatever the policy; under an
+  :class:`~ledger.gate_policy.Approver` that is the approver's name, the policy the user
+  configured, not the wrapped policy's id); ``args``
   (redacted JSON object) and ``preview`` only for an allowed safe call, since every other
   call's ``action`` carries them (args are stored once, which also halves the sink's
   hashing work per call).
 - ``action``: as the decision, ``verdict`` ``allowed`` (committed durably) or ``denied``
   (best-effort), ``reason`` = the why (policy reason, policy id, the request), ``refs`` =
-  the request ref then the caller's evidence.
+  the request ref then the caller's evidence. ``args`` = the redacted JSON object of the
+  call's arguments, also for a denied attempt whenever they can be serialized (a value
+  that is not JSON shows there as ``"[not JSON: <type>]"``; such a call is denied);
+  ``preview`` = ``"<tool> <args>"``, bounded.
 - ``tool_result``: ``result`` (redacted JSON) or ``err``, ``duration_ms``, ``preview``.
+  A result need not be JSON: it is recorded as :func:`~ledger.gate_redact.to_jsonable`
+  makes it (an unknown object as its ``str``, a tuple or set as a list; NaN as ``null``),
+  since the tool has already run and the record then reports, not authorizes.
 - ``run_end`` (``reason`` ``"completed"``) or ``abort`` (``reason`` ``"cancelled"`` or
   ``"<ExceptionType>: <message>"``, also in ``err``).
 """
@@ -26,6 +34,7 @@ Shapes (every event gets a fresh ULID ``event_id`` and the current time):
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,14 +42,26 @@ from typing import Any
 import orjson
 
 from ledger.errors import ValidationError
-from ledger.gate_redact import PREVIEW_LIMIT, Redactor, bounded, no_redaction, to_jsonable
+from ledger.gate_redact import (
+    PREVIEW_LIMIT,
+    Redactor,
+    bounded,
+    json_value,
+    marked_jsonable,
+    no_redaction,
+    to_jsonable,
+)
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
+
+log = logging.getLogger("ledger.gate")
 
 __all__ = [
     "CallState",
     "action_event",
+    "args_preview",
     "decision_event",
     "denial_event",
+    "describe_attempt",
     "dump_json",
     "end_event",
     "redacted_args",
@@ -64,12 +85,22 @@ def _redacted_text(text: str, redact: Redactor) -> str:
     return out
 
 
-def redacted_args(args: Mapping[str, Any], redact: Redactor) -> str:
-    """The JSON object text of ``args`` after :func:`to_jsonable` and ``redact``."""
-    clean = redact(to_jsonable(dict(args)))
+def redacted_args(args: Mapping[str, Any], redact: Redactor, *, marked: bool = False) -> str:
+    """The JSON object text of ``args`` after ``redact``. The args must be JSON
+    (:class:`~ledger.gate_redact.NotJSON` otherwise), or, ``marked``, what is not JSON is
+    shown as a placeholder (for the record of a denied attempt)."""
+    clean = redact(marked_jsonable(dict(args)) if marked else json_value(dict(args)))
     if not isinstance(clean, dict):
         raise ValidationError(f"the redactor turned args into {type(clean).__name__}")
     return dump_json(clean)
+
+
+def args_preview(tool: str, args_json: str, redact: Redactor) -> str:
+    """The ``preview`` of a call: ``"<tool> <args JSON>"``, bounded. ``args_json`` is
+    already redacted, so only the tool name goes through the redactor: redacting the JSON
+    text again would let a ``key=value`` pattern run over an escape (``\\n``) and eat
+    the word after a masked value."""
+    return bounded(f"{_redacted_text(tool, redact)} {args_json}")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -89,7 +120,21 @@ class CallState:
     pending: list[Event] = field(default_factory=list)
     committed: bool = False
     kwargs: dict[str, Any] = field(default_factory=dict)
+    args_done: bool = False  # args_json and preview describe the call (or cannot)
     problem: str = ""
+
+
+def describe_attempt(cs: CallState) -> None:
+    """Best-effort, for a denial: record the attempted args (redacted, anything not JSON
+    as a placeholder) and their preview in ``cs``, unless that was done or failed."""
+    if cs.args_done:
+        return
+    cs.args_done = True
+    try:
+        args_json = redacted_args(cs.kwargs, cs.redact, marked=True)
+        cs.args_json, cs.preview = args_json, args_preview(cs.tool, args_json, cs.redact)
+    except Exception:  # the denial is still recorded, with "{}"
+        log.warning("ledger: could not record the args of denied call %s", cs.call_id)
 
 
 def request_event(*, run_id: str, agent_path: str, text: str, redact: Redactor) -> Event:

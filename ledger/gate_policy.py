@@ -19,8 +19,9 @@ Built-ins:
 - :class:`DenyNonSafe` (the default): safe tools allowed; every other tool
   ``needs_approval``, so without an :class:`Approver` it is denied.
 - :class:`AllowAll`: every tool allowed (the gate still demands a durable record).
-- :class:`AllowList`: tools allowed by name, optionally only when a predicate over their
-  arguments holds; the rest get ``otherwise`` (``denied`` unless told).
+- :class:`AllowList`: tools allowed by name, or only when a predicate over their
+  arguments holds (a predicate always applies, also to a name listed in ``tools``); the
+  rest get ``otherwise`` (``denied`` unless told).
 - :class:`Approver`: asks ``callback(call)`` (sync or async) whenever the wrapped policy
   says ``needs_approval``; its answer and reason become the recorded decision.
 
@@ -184,10 +185,13 @@ class AllowList:
 
     >>> AllowList(["search"], when={"write_file": lambda a: a["path"].startswith("out/")})
 
-    Safe tools are always allowed. A tool listed in ``tools`` is allowed whatever its args;
-    a tool in ``when`` is allowed when its predicate returns true. Anything else gets
-    ``otherwise``: ``denied`` by default, or ``needs_approval`` to send it to an
-    :class:`Approver` that wraps this policy.
+    Safe tools are always allowed. A tool in ``when`` is allowed only when its predicate
+    returns true, whether or not it is also listed in ``tools`` (so ``AllowList(["w"],
+    when={"w": pred})`` is the same as ``AllowList(when={"w": pred})``: a condition is
+    never silently skipped). A tool listed in ``tools`` and not in ``when`` is allowed
+    whatever its args. Anything else gets ``otherwise``: ``denied`` by default, or
+    ``needs_approval`` to send it to an :class:`Approver` that wraps this policy. A
+    predicate that raises denies the call (the gate treats a failing policy so).
     """
 
     def __init__(
@@ -211,10 +215,10 @@ class AllowList:
         pid = self.policy_id
         if call.safe:
             return Decision(verdict=Verdict.ALLOWED, reason="safe tool", policy_id=pid)
-        if call.tool in self.tools:
+        predicate = self.when.get(call.tool)
+        if predicate is None and call.tool in self.tools:
             reason = f"{call.tool!r} is on the allow-list"
             return Decision(verdict=Verdict.ALLOWED, reason=reason, policy_id=pid)
-        predicate = self.when.get(call.tool)
         if predicate is None:
             reason = f"{call.tool!r} is not on the allow-list"
         elif predicate(call.args):
@@ -244,9 +248,12 @@ class Approver:
     approver's: verdict ``allowed`` or ``denied``, reason ``"<policy reason>; approved by
     <name>: <answer reason>"`` (or ``denied by``), ``policy_id`` ``name``. Calls the wrapped
     policy (default :class:`DenyNonSafe`) allows or denies outright never reach the
-    callback. An async callback cannot answer a sync ``Run.call`` made inside a running
-    event loop; such a call is denied (use ``acall``). A sync callback called from
-    ``acall`` runs on the event loop, so it should not block for long.
+    callback; they keep the wrapped policy's decision and id (a denial says which policy
+    refused), except for tools marked safe, whose decisions carry ``name``: the policy
+    the user configured, so a safe read is labelled ``safe:<name>``, not
+    ``safe:deny-non-safe``. An async callback cannot answer a sync ``Run.call`` made
+    inside a running event loop; such a call is denied (use ``acall``). A sync callback
+    called from ``acall`` runs on the event loop, so it should not block for long.
     """
 
     def __init__(
@@ -261,7 +268,7 @@ class Approver:
     def decide(self, call: ToolCall) -> Decision:
         first = decide(self.policy, call)
         if first.verdict is not Verdict.NEEDS_APPROVAL:
-            return first
+            return self._passed(call, first)
         answer = self.callback(call)
         if inspect.isawaitable(answer):
             awaited = self._run_sync(answer)
@@ -278,11 +285,17 @@ class Approver:
     async def adecide(self, call: ToolCall) -> Decision:
         first = await adecide(self.policy, call)
         if first.verdict is not Verdict.NEEDS_APPROVAL:
-            return first
+            return self._passed(call, first)
         answer = self.callback(call)
         if inspect.isawaitable(answer):
             answer = await answer
         return self._answer(first, answer)
+
+    def _passed(self, call: ToolCall, first: Decision) -> Decision:
+        """The wrapped policy's own decision, labelled with this approver for safe tools."""
+        if not call.safe:
+            return first
+        return Decision(verdict=first.verdict, reason=first.reason, policy_id=self.name)
 
     @staticmethod
     def _run_sync(awaitable: Awaitable[Approval]) -> Approval | None:

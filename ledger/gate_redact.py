@@ -5,9 +5,11 @@ is stored or hashed.
 {'path': 'a.txt', 'api_key': '[REDACTED]', 'note': 'Bearer [REDACTED]'}
 
 A redactor is any callable ``redact(value) -> value`` over JSON-shaped values (dicts with
-string keys, lists, strings, numbers, booleans, ``None``); the gate first turns arguments
-and results into that shape with :func:`to_jsonable` (unknown objects become their
-``str``), so a redactor sees everything that will be written. If a redactor raises, the
+string keys, lists, strings, numbers, booleans, ``None``), so it sees everything that will
+be written. Arguments must already be JSON (:func:`json_value` checks them; a call whose
+args are not is denied, and its denied record shows :func:`marked_jsonable` placeholders
+such as ``"[not JSON: object]"``); results are turned into that shape with
+:func:`to_jsonable` (unknown objects become their ``str``, kept as text). If a redactor raises, the
 gate denies the call rather than write a secret (for a result: the result is withheld and
 the failure recorded instead).
 
@@ -25,6 +27,7 @@ no telling name next to it (a bare AWS secret key, a random hex string).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeAlias
@@ -32,8 +35,11 @@ from typing import Any, TypeAlias
 __all__ = [
     "PREVIEW_LIMIT",
     "REDACTED",
+    "NotJSON",
     "Redactor",
     "bounded",
+    "json_value",
+    "marked_jsonable",
     "no_redaction",
     "redact_secrets",
     "redact_text",
@@ -185,6 +191,88 @@ def to_jsonable(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", errors="replace")
     return str(value)
+
+
+class NotJSON(ValueError):
+    """A value that is not JSON: ``what`` was found at ``path`` (the keys and indexes
+    from the outside in; empty for the value itself)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self._inside_out: list[str | int] = []
+
+    @property
+    def path(self) -> list[str | int]:
+        return self._inside_out[::-1]
+
+    @property
+    def where(self) -> str:
+        """The path as Python subscripts: ``"['p'][0]"``."""
+        return "".join(f"[{key!r}]" for key in self.path)
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, float):
+        return f"float {value!r}"
+    if isinstance(value, int):
+        return "an integer beyond 64 bits"
+    return type(value).__name__
+
+
+def json_value(value: Any, _depth: int = 0) -> Any:
+    """``value`` unchanged if it is JSON (tuples become lists), else :class:`NotJSON`.
+
+    JSON here: ``None``, ``bool``, ``str``, ``int`` within 64 bits, finite ``float``, and
+    lists, tuples and dicts with string keys of those, at most 64 levels deep (so a cycle
+    is refused too). Subclasses (a ``StrEnum`` member) count as their base type.
+    """
+    if value is None or isinstance(value, str):  # bool: an int, checked next
+        return value
+    if isinstance(value, int):
+        if -_INT64 <= value < _INT64:
+            return value
+        raise NotJSON(_what(value))
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise NotJSON(_what(value))
+    if not isinstance(value, dict | list | tuple):
+        raise NotJSON(_what(value))
+    if _depth >= 64:
+        raise NotJSON("nested more than 64 levels deep (a cycle?)")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSON(f"a dict with a {type(key).__name__} key")
+            try:
+                out[key] = json_value(item, _depth + 1)
+            except NotJSON as exc:
+                exc._inside_out.append(key)
+                raise
+        return out
+    items = []
+    for index, item in enumerate(value):
+        try:
+            items.append(json_value(item, _depth + 1))
+        except NotJSON as exc:
+            exc._inside_out.append(index)
+            raise
+    return items
+
+
+def marked_jsonable(value: Any, _depth: int = 0) -> Any:
+    """Like :func:`to_jsonable`, but what is not JSON becomes a placeholder
+    ``"[not JSON: <type>]"`` (the record of a call denied for such args)."""
+    try:
+        return json_value(value, 64)  # scalars only: fast for the JSON ones
+    except NotJSON as exc:
+        if not isinstance(value, dict | list | tuple) or _depth > 64:
+            return f"[not JSON: {exc.what}]"
+    if isinstance(value, dict):
+        return {str(k): marked_jsonable(v, _depth + 1) for k, v in value.items()}
+    return [marked_jsonable(v, _depth + 1) for v in value]
 
 
 def bounded(text: str, limit: int = PREVIEW_LIMIT) -> str:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ledger.errors import ToolDenied
 from ledger.gate_policy import Decision
-from ledger.gate_redact import PREVIEW_LIMIT, bounded
+from ledger.gate_redact import PREVIEW_LIMIT, NotJSON, bounded
 from ledger.ids import new_event_id
 from ledger.model import Event, Ref, Verdict
 
@@ -25,6 +25,7 @@ __all__ = [
     "in_thread",
     "new_call_id",
     "not_a_value",
+    "not_json",
     "policy_failed",
     "refs_of",
     "unusable_fn",
@@ -51,8 +52,12 @@ class Denied(Exception):
 
 
 def denied_error(tool: str, reason: str, call_id: str) -> ToolDenied:
-    """The caller's exception: ``ToolDenied('action "<tool>" denied: <reason>')``."""
-    return ToolDenied(f'action "{tool}" denied: {reason}', tool=tool, call_id=call_id)
+    """The caller's exception: ``str(exc)`` is ``'action "<tool>" denied: <reason>'``;
+    ``exc.reason`` is the why alone (the policy's or the gate's reason, as recorded), and
+    ``exc.tool`` and ``exc.call_id`` name the call."""
+    exc = ToolDenied(f'action "{tool}" denied: {reason}', tool=tool, call_id=call_id)
+    exc.reason = reason  # ToolDenied(message) sets reason = message; keep the why alone
+    return exc
 
 
 _DEFERRED = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR | inspect.CO_COROUTINE
@@ -85,6 +90,23 @@ def not_a_value(tool: str, result: Any, *, sync: bool) -> TypeError | None:
         return None
     how = "call it with acall" if inspect.iscoroutine(result) else "return a value instead"
     return TypeError(f'tool "{tool}" returned {type(result).__name__}, not a value; {how}')
+
+
+def not_json(exc: NotJSON, redact: Callable[[Any], Any]) -> str:
+    """The reason a call whose args are not JSON is denied: it names the argument and
+    what was found (redacted: a nested dict key in the path could be anything)."""
+    path = exc.path
+    arg = path[0] if path else "?"
+    inner = f" at {exc.where}" if len(path) > 1 else ""
+    reason = (
+        f"argument {arg!r} is not JSON ({exc.what}{inner}); args must be a JSON object (str, "
+        "int, finite float, bool, None, list, dict with string keys) so that the record "
+        "describes what would run"
+    )
+    try:
+        return str(redact(reason))
+    except Exception:
+        return f"argument {arg!r} is not JSON ({exc.what})"
 
 
 class CancelledBeforeRun(Exception):

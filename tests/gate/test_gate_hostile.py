@@ -71,14 +71,44 @@ def test_redactors_that_break_the_json_shape_deny(sqlite_sink: SQLiteSink, redac
     assert tool.calls == []
 
 
-def test_args_that_are_not_json_still_run_and_are_recorded_as_text(sqlite_sink: SQLiteSink) -> None:
+def test_args_that_are_not_json_are_denied_and_recorded_with_placeholders(
+    sqlite_sink: SQLiteSink,
+) -> None:
+    """The record must describe what would run: args that are not JSON are refused (they
+    used to run while the record held their ``str``)."""
     tool = Ran()
+    with Gate(sqlite_sink, policy=AllowAll()).run("x") as run:
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"obj": object(), "ok": 1}, "argument 'obj' is not JSON (object)"),
+            ({"big": 2**70}, "argument 'big' is not JSON (an integer beyond 64 bits)"),
+            ({"raw": b"\xff"}, "argument 'raw' is not JSON (bytes)"),
+            ({"f": float("nan")}, "argument 'f' is not JSON (float nan)"),
+            ({"deep": [1, {"x": {2}}]}, "argument 'deep' is not JSON (set at ['deep'][1]['x'])"),
+        ]
+        for args, where in cases:
+            with pytest.raises(ToolDenied) as denied:
+                run.call("write", args, tool, call_id=next(iter(args)))
+            assert denied.value.reason.startswith(where)
+            assert str(denied.value) == f'action "write" denied: {denied.value.reason}'
+    assert tool.calls == []
+    chain = sqlite_sink.chain(run.run_id)
+    assert chain.action("obj").intent.args == '{"obj":"[not JSON: object]","ok":1}'
+    assert chain.action("deep").intent.args == '{"deep":[1,{"x":"[not JSON: set]"}]}'
+    assert chain.action("f").intent.preview == 'write {"f":"[not JSON: float nan]"}'
+    # JSON-shaped subclasses and tuples are JSON; 64-bit integers are kept as numbers.
+    with Gate(sqlite_sink, policy=AllowAll()).run("x") as run:
+        run.call("write", {"k": Kind.ACTION, "t": (1, 2), "n": 2**62}, tool, call_id="c1")
+    assert sqlite_sink.chain(run.run_id).action("c1").intent.args == (
+        '{"k":"action","t":[1,2],"n":4611686018427387904}'
+    )
+
+
+def test_results_that_are_not_json_are_kept_as_text(sqlite_sink: SQLiteSink) -> None:
     marker = object()
     with Gate(sqlite_sink, policy=AllowAll()).run("x") as run:
-        run.call("write", {"obj": marker, "big": 2**70, "raw": b"\xff"}, tool, call_id="c1")
-    assert tool.calls == [{"obj": marker, "big": 2**70, "raw": b"\xff"}]  # the real values
-    args = sqlite_sink.chain(run.run_id).action("c1").intent.args or ""
-    assert '"big":"1180591620717411303424"' in args and "object object" in args
+        assert run.call("write", {}, lambda: marker, call_id="c1") is marker
+    result = sqlite_sink.chain(run.run_id).action("c1").result
+    assert result is not None and "object object" in (result.result or "") and not result.err
 
 
 @pytest.mark.parametrize(
