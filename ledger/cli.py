@@ -168,7 +168,8 @@ def error_line(exc: BaseException) -> str:
 
 
 _SA_BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
-_SA_PREFIX = re.compile(r"\((?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*\)\s*")
+# "(psycopg.OperationalError) ": a driver's exception class, never "(notes.txt)"
+_SA_PREFIX = re.compile(r"\((?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Warning)\)\s*")
 
 
 def _tidy(text: str) -> str:

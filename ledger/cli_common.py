@@ -8,6 +8,7 @@ drops colour and animation when the output is not a terminal.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 from rich import box
@@ -30,6 +31,7 @@ from ledger.timefmt import format_time, parse_time
 
 __all__ = [
     "DEFAULT_DB",
+    "check_window",
     "db_option",
     "emit_json",
     "human_time",
@@ -109,17 +111,35 @@ def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> date
     return parse_when(value)
 
 
+def check_window(since: datetime | None, until: datetime | None) -> None:
+    """A usage error (exit 2) when ``--since`` is not before ``--until``: such a window
+    holds nothing, and an empty report must not pass for a compliant one."""
+    if since is not None and until is not None and since >= until:
+        raise click.UsageError(
+            f"empty time window: --since {format_time(since)} is not before --until "
+            f"{format_time(until)} (since is inclusive, until exclusive)",
+            ctx=click.get_current_context(silent=True),
+        )
+
+
 def window_options(f: F) -> F:
-    """``--since`` (inclusive) and ``--until`` (exclusive)."""
-    f = click.option(
+    """``--since`` (inclusive) and ``--until`` (exclusive); a reversed or empty window
+    is refused before the command runs."""
+
+    @functools.wraps(f)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        check_window(kwargs.get("since"), kwargs.get("until"))
+        return f(*args, **kwargs)
+
+    wrapped = click.option(
         "--until", callback=_when, metavar="TIME", help="End of the window (exclusive)."
-    )(f)
+    )(cast(F, checked))
     return click.option(
         "--since",
         callback=_when,
         metavar="TIME",
         help="Start of the window (inclusive): 2026-01-02, an RFC 3339 time, or 7d/24h ago.",
-    )(f)
+    )(wrapped)
 
 
 @contextmanager

@@ -12,14 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ledger.cli_common import emit_json, json_option, stdout
-from ledger.report_db import check_database, split_schema
+from ledger.report_db import check_database, check_db_url, split_schema
 
 __all__ = ["db", "register"]
 
 
-@click.group()
+@click.group(short_help="Database schema and health: upgrade, check.")
 def db() -> None:
-    """Database schema and health."""
+    """Database schema and health: upgrade (create or migrate), check (read-only)."""
 
 
 @db.command(short_help="Create or migrate the schema at URL to the newest revision.")
@@ -29,6 +29,7 @@ def upgrade(url: str, as_json: bool) -> None:
     """Bring the ledger schema at URL to the newest revision (creates it if empty)."""
     from ledger.sinks import upgrade as upgrade_schema
 
+    check_db_url(url)
     plain, schema = split_schema(url)
     revision = upgrade_schema(plain, schema=schema)
     if as_json:

@@ -34,7 +34,7 @@ from ledger.cli_common import DEFAULT_DB, db_option, emit_json, json_option, ope
 from ledger.cli_source import lock_timeout, parse_url
 from ledger.errors import LedgerError, StorageError
 
-__all__ = ["DemoTyped", "default_home", "demo", "record_note", "register"]
+__all__ = ["DemoTyped", "default_home", "demo", "prepare_typed", "record_note", "register"]
 
 DEMO_CONFIG = """\
 # The demo's typed ledger: evidence-backed notes the agent proposes about its work.
@@ -59,13 +59,35 @@ class DemoTyped:
     notes: int
 
 
-def record_note(home: Path, run_id: str, written: Path | None) -> DemoTyped:
-    """Queue the run's note, write its artifact, persist it and rebuild the projection."""
+_TYPED_NAMES = (
+    "IntentQueue",
+    "write_artifact",
+    "ShardStore",
+    "persist",
+    "read_artifact",
+    "build_projection",
+    "query_sql",
+)
+
+
+def prepare_typed(home: Path) -> Any:
+    """Everything the typed-ledger step needs, checked before the run is recorded: the
+    config (written when missing) with its ``knowledge`` notes ledger, the typed-ledger
+    functions, a sample note the queue accepts, and a store that still projects. Returns
+    the parsed config; raises ``LedgerError`` (so a refused demo records nothing)."""
+    import tempfile
+
+    from ledger.cli_typed import load_config, typed_api
+
+    for folder in ("work", "store", "transactions", "projection"):
+        if (home / folder).exists() and not (home / folder).is_dir():
+            raise StorageError(
+                f"{home / folder} is not a folder, and the demo writes there "
+                "(move it away, or choose another --dir)"
+            )
     config_path = home / "ledger.yaml"
     if not config_path.exists():
         config_path.write_text(DEMO_CONFIG, encoding="utf-8")
-    from ledger.cli_typed import load_config, typed_api
-
     config = load_config(config_path)
     kinds = {d.name: d.type for d in config.ledgers}
     if kinds.get("knowledge") != "notes":
@@ -73,17 +95,45 @@ def record_note(home: Path, run_id: str, written: Path | None) -> DemoTyped:
             f"{config_path} has no `knowledge` notes ledger, which the demo writes to "
             "(delete the file to have the demo write it again, or choose another --dir)"
         )
-    queue = typed_api("IntentQueue")(config)
+    api = {name: typed_api(name) for name in _TYPED_NAMES}
+    answer = api["IntentQueue"](config).submit("ledger_note_add", _note("0" * 26, True))
+    if not answer.get("success"):
+        raise LedgerError(
+            f"{config_path}: its `knowledge` ledger refuses the demo's note "
+            f"({answer.get('error')}); delete the file to have the demo write it again"
+        )
+    store = api["ShardStore"](home / "store", config)
+    with tempfile.TemporaryDirectory(prefix="ledger-demo-check-") as scratch:
+        try:
+            api["build_projection"](config, store, scratch)
+        except LedgerError as exc:
+            raise LedgerError(
+                f"the demo's typed-ledger store {home / 'store'} does not replay: {exc} "
+                "(`ledger typed project --lenient` shows what it skips; move the store "
+                "away, or choose another --dir)"
+            ) from None
+    return config
+
+
+def _note(run_id: str, written: bool) -> dict[str, Any]:
     outcome = "wrote notes.tidy.txt" if written else "was refused the write"
-    answer = queue.submit(
-        "ledger_note_add",
-        {
-            "subject": "notes.txt",
-            "note": f"run {run_id} {outcome} after the operator's decision",
-            "reason": "recorded by `ledger demo` from the run's chain",
-            "citations": [{"type": "repository", "path": "work/notes.txt"}],
-        },
-    )
+    return {
+        "subject": "notes.txt",
+        "note": f"run {run_id} {outcome} after the operator's decision",
+        "reason": "recorded by `ledger demo` from the run's chain",
+        "citations": [{"type": "repository", "path": "work/notes.txt"}],
+    }
+
+
+def record_note(home: Path, run_id: str, written: Path | None, config: Any = None) -> DemoTyped:
+    """Queue the run's note, write its artifact, persist it and rebuild the projection
+    (``config`` from :func:`prepare_typed`, which runs here when it is not given)."""
+    from ledger.cli_typed import typed_api
+
+    if config is None:
+        config = prepare_typed(home)
+    queue = typed_api("IntentQueue")(config)
+    answer = queue.submit("ledger_note_add", _note(run_id, written is not None))
     if not answer.get("success"):
         raise LedgerError(f"the demo note was refused: {answer.get('error')}")
     (home / "transactions").mkdir(exist_ok=True)
@@ -116,9 +166,10 @@ def demo(db: str, home: Path | None, deny_write: bool, as_json: bool) -> None:
     home = home if home is not None else default_home(db)
     home.mkdir(parents=True, exist_ok=True)
     _check_home_writable(home)
+    config = prepare_typed(home)  # a config or store the demo cannot use: refused now
     with _open_for_writing(db) as sink:
         result = run_scripted_agent(sink, home / "work", approve=not deny_write)
-    typed = record_note(home, result.run_id, result.written)
+    typed = record_note(home, result.run_id, result.written, config)
     _show(db, result, typed, home, as_json)
 
 

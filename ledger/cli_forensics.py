@@ -29,6 +29,7 @@ from ledger.cli_common import (
     stdout,
     window_options,
 )
+from ledger.cli_why import json_value, why_dict, why_text
 from ledger.drift import EventResolver, RefCheck, Resolver, chain_refs, verify_refs
 from ledger.errors import LedgerError
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
@@ -39,6 +40,7 @@ from ledger.timefmt import format_time
 __all__ = ["chain_dict", "register"]
 
 _STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "unverifiable": "yellow"}
+REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` shows it all)
 _OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
 
 
@@ -59,12 +61,12 @@ def action_dict(a: Action) -> dict[str, Any]:
     return {
         "call_id": a.call_id,
         "tool": a.tool,
-        "args": a.intent.args,
+        "args": json_value(a.intent.args),
         "verdict": str(a.verdict) if a.verdict else None,
         "reason": a.intent.reason,
         "outcome": a.outcome,
         "evidence": [r.to_dict() for r in a.evidence],
-        "result": result.result if result else None,
+        "result": json_value(result.result) if result else None,
         "err": result.err if result else "",
         "duration_ms": result.duration_ms if result else None,
         "time": format_time(a.intent.time),
@@ -151,7 +153,8 @@ def chain_tree(chain: Chain) -> Tree:
             f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: "
             f"{a.verdict or 'no verdict'} → [{style}]{a.outcome}[/]"
         )
-        node.add(f"reason: {escape(_clip(a.intent.reason) or '(none recorded)')}")
+        reason = _clip(a.intent.reason, REASON_CLIP) or "(none recorded)"
+        node.add(f"reason: {escape(reason)}")
         node.add(f"args: {escape(_clip(a.intent.args or '(none)'))}")
         for ref in a.evidence:
             node.add(f"evidence: {escape(_ref_text(ref))}")
@@ -198,9 +201,9 @@ def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
     with open_db(db) as reader:
         explanation = _chain(reader, run_id).why(call_id)
     if as_json:
-        emit_json(explanation.to_dict())
+        emit_json(why_dict(explanation))
     else:
-        click.echo(str(explanation))
+        click.echo(why_text(explanation, stdout().width))
 
 
 @click.command(short_help="Events filtered by run, kind, tool, verdict, time.")
@@ -242,14 +245,16 @@ def events(
                 click.echo(e.to_json())
             return
         table = narrow_table()
-        table.add_column("time", min_width=10)
+        table.add_column("time", overflow="fold")
         if run_id is None:
             table.add_column("run", overflow="fold")
         table.add_column("kind", no_wrap=True)
         table.add_column("call", overflow="fold")
         table.add_column("tool", overflow="fold")
         table.add_column("verdict", no_wrap=True)
-        table.add_column("detail", ratio=1, min_width=16)
+        # fold, and no min_width: rich renders a cell at its min_width and then crops it
+        # to the column, which dropped letters at each wrap ("dangerous sh / command refu")
+        table.add_column("detail", ratio=1, overflow="fold")
         count, last = 0, ""
         for e in found:
             count += 1
@@ -267,11 +272,12 @@ def events(
             table.add_row(*cells)
         where = f" of run {escape(run_id)}" if run_id is not None else ""
         table.title = f"{count} event(s){where}, times in UTC"
-        if count == limit and count:
-            table.caption = f"limit reached: continue with --after {last}"
-        elif count:
-            table.caption = f"last event {last} (tail with --after {last})"
-    stdout().print(table)
+    console = stdout()
+    console.print(table)
+    if count == limit and count:
+        console.print(f"limit reached: continue with --after {last}")
+    elif count:
+        console.print(f"last event {last} (tail with --after {last})")
 
 
 class _Resolvers:
@@ -333,7 +339,7 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json
     table.add_column("source", no_wrap=True)
     table.add_column("id", overflow="fold")
     table.add_column("captured hash", no_wrap=True)
-    table.add_column("detail", ratio=1, min_width=12)
+    table.add_column("detail", ratio=1, overflow="fold")
     for c in checks:
         style = _STATE_STYLE[str(c.state)]
         table.add_row(

@@ -149,7 +149,7 @@ def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
     table.add_column("run", overflow="fold")
     table.add_column("call / event", overflow="fold")
     table.add_column("tool", overflow="fold")
-    table.add_column("reason / detail", ratio=1, min_width=16)
+    table.add_column("reason / detail", ratio=1, overflow="fold")
     for row in rows[:MAX_ROWS]:
         table.add_row(*(escape(v) for v in row))
     return table

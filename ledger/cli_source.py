@@ -9,9 +9,11 @@ URLs follow SQLAlchemy's convention: ``sqlite:///ledger.db`` is the file ``ledge
 relative to the current directory, ``sqlite:////var/lib/ledger.db`` an absolute path, and
 ``jsonl:///...`` reads the same way. ``postgresql://...`` (or ``postgresql+psycopg://``)
 names a server. A locked SQLite file is waited for ``LEDGER_LOCK_TIMEOUT`` seconds
-(default 10), then refused. Opening for reading never creates a file: a missing SQLite
-or JSONL file is refused with :class:`~ledger.errors.StorageError`, so a typo cannot
-hide behind an empty database.
+(default 10), then refused. Opening for reading never creates anything: a missing SQLite
+or JSONL file, and a PostgreSQL schema (``?ledger_schema=NAME``, else the default schema)
+with no ``events`` table, are refused with :class:`~ledger.errors.StorageError`, so a
+typo cannot hide behind an empty database. PostgreSQL is opened without migrating
+(``PostgresSink(engine, migrate=False)``); ``ledger db upgrade`` creates the schema.
 
 :class:`JSONLReader` is a small in-memory :class:`~ledger.sinks.Reader` over
 :func:`~ledger.sinks.read_jsonl` and :func:`~ledger.chain.assemble_chain`: the whole file is
@@ -20,6 +22,7 @@ read once; its filters and run summaries follow the SQL readers' documented sema
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterator
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, cast
 
 from ulid import ULID
 
@@ -104,13 +107,74 @@ def open_reader(url: str) -> Reader:
         assert parsed.path is not None
         wait = lock_timeout()
         return SQLiteSink(parsed.path, busy_timeout=min(wait, 5.0), lock_wait=wait)
-    from ledger.sinks import open_sink
+    return _open_postgres(url)
 
-    sink = open_sink(url)
-    if not isinstance(sink, Reader):
-        sink.close()
-        raise StorageError(f"{url!r} opens a sink that cannot be read back")
-    return sink
+
+def _open_postgres(url: str) -> Reader:
+    """A PostgreSQL ledger opened without migrating: a schema or database with no
+    ``events`` table is refused (a typo must not create an empty ledger)."""
+    import shlex
+
+    import sqlalchemy as sa
+
+    from ledger.sinks.migrate import current_revision, head_revision
+    from ledger.sinks.postgres import engine_url
+    from ledger.sinks.url import shown_url, split_schema
+
+    dsn, schema = split_schema(url)
+    where = shown_url(url)
+    try:
+        engine = sa.create_engine(engine_url(dsn))
+    except sa.exc.ArgumentError as exc:
+        raise ValidationError(f"ledger URL {where!r} refused: {exc}") from None
+    try:
+        sink = _read_only_postgres()(engine, schema=schema, migrate=False)  # checks the name
+        try:
+            with engine.connect() as conn:
+                inspector = sa.inspect(conn)
+                present = inspector.has_table("events", schema=schema)
+                revision = current_revision(conn, schema) if present else None
+                place = f"schema {schema or inspector.default_schema_name!r}"
+        except sa.exc.DBAPIError as exc:
+            raise StorageError(
+                f"cannot open the PostgreSQL ledger at {where}: {exc.orig}"
+            ) from None
+        if not present:
+            raise StorageError(
+                f"no ledger at {where}: {place} has no events table; create it with "
+                f"`ledger db upgrade {shlex.quote(where)}`"
+            )
+        head = head_revision()
+        if revision is not None and revision != head:
+            raise StorageError(
+                f"the ledger at {where} is at schema revision {revision!r}, this code reads "
+                f"{head!r}; run `ledger db upgrade {shlex.quote(where)}` (or upgrade "
+                "agentledger if the database is newer)"
+            )
+    except BaseException:
+        engine.dispose()
+        raise
+    sink.owned_engine = engine
+    return cast(Reader, sink)
+
+
+@functools.cache
+def _read_only_postgres() -> type[Any]:
+    """``PostgresSink`` that disposes of the engine it was given when closed (the plain
+    sink leaves a caller's engine alone); made on first use, so SQLAlchemy loads late."""
+    from ledger.sinks.postgres import PostgresSink
+
+    class ReadOnlyPostgres(PostgresSink):
+        owned_engine: Any = None
+
+        def close(self) -> None:
+            try:
+                super().close()
+            finally:
+                if self.owned_engine is not None:
+                    self.owned_engine.dispose()
+
+    return ReadOnlyPostgres
 
 
 def _match(

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ledger.cli_common import emit_json, json_option, progress, stdout
-from ledger.errors import ConfigError, LedgerError, QueryError
+from ledger.errors import ConfigError, LedgerError, PersistError, QueryError
 
 __all__ = ["load_config", "register", "typed", "typed_api"]
 
@@ -138,9 +138,10 @@ def load_config(path: Path) -> Any:
         raise ConfigError(f"{path}:{line}:{col}: {exc}") from None
 
 
-@click.group()
+@click.group(short_help="Typed ledgers: check, project, persist, compact, query, sql.")
 def typed() -> None:
-    """Typed ledgers: check, project, persist, compact, query."""
+    """Typed ledgers: check, project, persist, compact, query, sql (every subcommand
+    takes --help)."""
 
 
 @typed.command()
@@ -216,9 +217,15 @@ def persist(config: Path, store: Path, artifact: Path) -> None:
     """Validate and append a transaction ARTIFACT (JSON) to the store; prints the result
     (ids, counts and statuses, never the values)."""
     parsed = load_config(config)
+    if not artifact.is_file() and not artifact.is_symlink():  # say which file is missing
+        raise PersistError(f"No such file or directory: {artifact} (the transaction artifact)")
+    try:
+        data = typed_api("read_artifact")(artifact)
+    except PersistError as exc:
+        raise PersistError(f"{artifact}: {exc}") from None
     shards = typed_api("ShardStore")(store, parsed)
     with progress("persisting") as update:
-        result = typed_api("persist")(parsed, shards, typed_api("read_artifact")(artifact))
+        result = typed_api("persist")(parsed, shards, data)
         update(1)
     emit_json(result)
 

@@ -14,19 +14,20 @@ SQLite file, and on every engine the content-hash check of every row
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlalchemy as sa
 
 from ledger.cli_source import parse_url
-from ledger.errors import StorageError
+from ledger.errors import StorageError, ValidationError
 from ledger.report_hash import HashCheck, check_rows, iter_stored_rows
 from ledger.sinks.url import split_schema
 
-__all__ = ["DatabaseCheck", "check_database", "engine_for", "split_schema"]
+__all__ = ["DatabaseCheck", "check_database", "check_db_url", "engine_for", "split_schema"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,9 @@ class DatabaseCheck:
     runs: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
     integrity: str = "not run"
-    hash_check: HashCheck = field(default_factory=lambda: HashCheck(available=False))
+    hash_check: HashCheck = field(
+        default_factory=lambda: HashCheck(available=False, note="not run")
+    )
 
     @property
     def schema_status(self) -> str:
@@ -81,14 +84,26 @@ class DatabaseCheck:
         }
 
 
+def check_db_url(url: str) -> None:
+    """Refuse, with the forms that work, a URL that ``db`` commands do not take (a bare
+    path, or a ``jsonl:`` file, which has no schema)."""
+    scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ValidationError(
+            f"{_redact(url)!r} is not a database URL: `db` commands take sqlite:///FILE "
+            "(sqlite:////absolute/path) or postgresql://USER@HOST:PORT/DB"
+        )
+
+
 def engine_for(url: str) -> sa.Engine:
     """A read-only engine for ``url`` (SQLite opened ``mode=ro``; the file must exist)."""
+    check_db_url(url)
     parsed = parse_url(url)
     if parsed.scheme == "postgresql":
         server = sa.make_url(split_schema(url)[0]).set(drivername="postgresql+psycopg")
         return sa.create_engine(server, pool_pre_ping=True)
-    if parsed.scheme != "sqlite" or parsed.path is None:
-        raise StorageError(f"{url!r}: `db` commands take a sqlite:/// or postgresql:// URL")
+    if parsed.path is None:  # pragma: no cover - parse_url gives SQLite a path
+        raise ValidationError(f"{url!r}: `db` commands take a sqlite:/// or postgresql:// URL")
     if parsed.path.is_dir():
         raise StorageError(f"{parsed.path} is a directory, not a ledger database file")
     if not parsed.path.is_file():
@@ -120,8 +135,12 @@ def check_database(url: str) -> DatabaseCheck:
                 revision=revision,
                 head=head_revision(),
             )
-            if not sa.inspect(conn).has_table("events", schema=schema):
-                return base
+            inspector = sa.inspect(conn)
+            if not inspector.has_table("events", schema=schema):
+                where = f"schema {schema or inspector.default_schema_name!r}"
+                hint = f"`ledger db upgrade {shlex.quote(base.url)}`"
+                why = f"{where} has no events table (create it with {hint})"
+                return replace(base, hash_check=HashCheck(available=False, note=why))
             table = events_table(schema)
             kinds: dict[str, int] = dict(
                 conn.execute(sa.select(table.c.kind, sa.func.count()).group_by(table.c.kind)).all()

@@ -70,7 +70,8 @@ class HashCheck:
     def summary(self) -> str:
         """One sentence for humans."""
         if not self.available:
-            return f"content-hash check not available: {self.note}"
+            why = self.note or "this store keeps no content hashes"
+            return f"content-hash check not available: {why}"
         if not self.checked and not self.mismatch_count:
             return "0 events checked: no events in the window, so no content hash to check"
         if not self.mismatch_count:

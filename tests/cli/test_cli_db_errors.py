@@ -58,8 +58,8 @@ def test_db_check_of_a_non_ledger_file(tmp_path: Path) -> None:
         (("runs", "--db", "sqlite:///does/not/exist.db"), "no ledger at does/not/exist.db"),
         (("chain", "r", "--db", "jsonl:///missing.jsonl"), "no ledger at missing.jsonl"),
         (("db", "check", "sqlite:///missing.db"), "no ledger database at missing.db"),
-        (("db", "check", "jsonl:///x.jsonl"), "take a sqlite:/// or postgresql:// URL"),
-        (("db", "upgrade", "jsonl:///x.jsonl"), "not a sqlite:/// or postgresql:// URL"),
+        (("db", "check", "jsonl:///x.jsonl"), "`db` commands take sqlite:///FILE"),
+        (("db", "upgrade", "jsonl:///x.jsonl"), "`db` commands take sqlite:///FILE"),
         (("typed", "check", "missing.yaml"), "No such file or directory: missing.yaml"),
     ],
 )
