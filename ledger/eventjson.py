@@ -214,6 +214,15 @@ def _scan_object(text: str) -> dict[str, tuple[Any, str]]:
 
 def event_from_json(cls: type[Event], text: str | bytes) -> Event:
     """Build an ``Event`` from its JSON text, keeping ``args``/``result`` byte-exact."""
+    try:
+        return _event_from_json(cls, text)
+    except RecursionError:
+        raise ValidationError(
+            "event JSON is nested too deeply to read; it cannot be an event this library wrote"
+        ) from None
+
+
+def _event_from_json(cls: type[Event], text: str | bytes) -> Event:
     if isinstance(text, bytes | bytearray):
         try:
             text = bytes(text).decode("utf-8")

@@ -727,3 +727,13 @@ def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
     exact = event_from_json(Event, line)  # raises if the fast path accepted a bad line
     assert fast == exact
     assert (fast.args, fast.result) == (exact.args, exact.result)
+
+
+def test_deeply_nested_json_is_refused_not_a_recursion_error() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    line = (
+        '{"event_id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","time":"2026-01-02T03:04:05Z",'
+        f'"kind":"prompt","label":"x","args":{deep}}}'
+    )
+    with pytest.raises(ValidationError):
+        Event.from_json(line)

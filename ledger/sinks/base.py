@@ -15,9 +15,11 @@ every durable sink (and usable by a gate before it commits)::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
@@ -29,7 +31,17 @@ from ledger.model import Event, Kind, Verdict
 if TYPE_CHECKING:
     from ledger.chain import Chain
 
-__all__ = ["DurableSink", "Reader", "RunSummary", "Sink", "validate_action"]
+__all__ = [
+    "DurableSink",
+    "Reader",
+    "RunSummary",
+    "Sink",
+    "check_events",
+    "check_limit",
+    "check_path",
+    "check_text",
+    "validate_action",
+]
 
 _KNOWN_SOURCES = "tool, memory, ledger"
 
@@ -43,7 +55,8 @@ class Sink(Protocol):
         ...
 
     def close(self) -> None:
-        """Release the sink's resources; idempotent. Writes after close raise SinkClosed."""
+        """Release the sink's resources; idempotent. Writes after close raise SinkClosed
+        (except on ``DiscardSink``, which drops every event, before and after)."""
         ...
 
     def __enter__(self) -> Self: ...
@@ -98,7 +111,7 @@ class Reader(Protocol):
         ...
 
     def chain(self, run_id: str) -> Chain:
-        """The run's events in commit order, assembled by ``assemble_chain``."""
+        """The run's events ordered by event id, assembled by ``assemble_chain``."""
         ...
 
     def events(
@@ -143,7 +156,7 @@ def validate_action(event: Event) -> None:
     with a known source (tool, memory, ledger) and a non-empty id.
     """
     if not isinstance(event, Event):
-        raise ValidationError(f"expected an Event, got {type(event).__name__}")
+        raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
     problems: list[str] = []
     if event.kind is not Kind.ACTION:
         problems.append(f"kind is {str(event.kind)!r}, must be 'action'")
@@ -170,4 +183,52 @@ def _ref_problems(event: Event) -> list[str]:
     if any(ref.known_source and ref.id for ref in event.refs):
         return []
     shown = ", ".join(f"(source {str(r.source)!r}, id {r.id!r})" for r in event.refs[:3])
-    return [f"no ref has a known source ({_KNOWN_SOURCES}) and a non-empty id: {shown}"]
+    return [f"refs: no ref has a known source ({_KNOWN_SOURCES}) and a non-empty id: {shown}"]
+
+
+# --- argument checks shared by the sinks and readers ---------------------------------
+
+
+def check_text(value: object, name: str, *, optional: bool = False) -> str | None:
+    """``value`` if it is a string (or None when ``optional``); else ``ValidationError``."""
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    wanted = "a string or None" if optional else "a string"
+    raise ValidationError(f"{name}: expected {wanted}, got {type(value).__name__}")
+
+
+def check_limit(value: object, name: str = "limit") -> int | None:
+    """``value`` if it is None or a non-negative integer; else ``ValidationError``."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError(
+            f"{name}: expected a non-negative integer, got {type(value).__name__}"
+        )
+    if value < 0:
+        raise ValidationError(f"{name}: expected a non-negative integer, got {value}")
+    return value
+
+
+def check_path(value: object, what: str) -> Path:
+    """``value`` (a ``str`` or ``os.PathLike``, not empty) as an absolute ``Path``.
+
+    Absolute so that a later ``os.chdir`` cannot point the sink's next connection at
+    another file."""
+    if isinstance(value, bytes) or not isinstance(value, str | os.PathLike):
+        raise ValidationError(
+            f"path: {what} expects a str or pathlib.Path, got {type(value).__name__}"
+        )
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"path: {what} needs a file path, got {text!r}")
+    return Path(text).absolute()
+
+
+def check_events(events: object) -> Iterable[Event]:
+    """``events`` if it is an iterable of events (each is checked as it is stored)."""
+    if isinstance(events, Event | str | bytes) or not isinstance(events, Iterable):
+        raise ValidationError(
+            f"events: record_many expects an iterable of Event, got {type(events).__name__}"
+        )
+    return events

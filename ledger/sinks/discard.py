@@ -12,18 +12,21 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from ledger.errors import ValidationError
 from ledger.model import Event
 
 __all__ = ["DiscardSink"]
 
 
 class DiscardSink:
-    """A sink that drops everything; ``record`` never fails, even after ``close``."""
+    """A sink that drops every event; ``record`` never fails for one, even after ``close``."""
 
     __slots__ = ()
 
     def record(self, event: Event) -> None:
-        """Drop ``event``."""
+        """Drop ``event`` (anything but an ``Event`` is refused: a caller's bug)."""
+        if not isinstance(event, Event):
+            raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
 
     def close(self) -> None:
         """Nothing to release."""

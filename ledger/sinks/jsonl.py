@@ -28,6 +28,7 @@ from typing import Self
 
 from ledger.errors import SinkClosed, StorageError, ValidationError
 from ledger.model import Event
+from ledger.sinks.base import check_path
 
 __all__ = ["JSONLContents", "JSONLSink", "read_jsonl"]
 
@@ -40,13 +41,17 @@ class JSONLSink:
     """Append events to ``path`` as JSON lines; safe for threads and processes."""
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
-        self.path = Path(path)
+        self.path = check_path(path, "JSONLSink")
+        if not isinstance(fsync, bool):
+            raise ValidationError(f"fsync: expected True or False, got {type(fsync).__name__}")
         self.fsync = fsync
         existed = self.path.exists()
         try:
             self._fd: int | None = os.open(self.path, _FLAGS, 0o600)
         except OSError as exc:
-            raise StorageError(f"cannot open JSONL ledger {self.path}: {exc}") from exc
+            raise StorageError(
+                f"cannot open JSONL ledger {self.path}: {_why(self.path, exc)}"
+            ) from exc
         self._lock = threading.Lock()
         if fsync and not existed:
             _fsync_dir(self.path.parent)
@@ -54,7 +59,7 @@ class JSONLSink:
     def record(self, event: Event) -> None:
         """Append ``event`` as one line (one ``os.write``); fsync first if asked."""
         if not isinstance(event, Event):
-            raise ValidationError(f"expected an Event, got {type(event).__name__}")
+            raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
         line = (event.to_json() + "\n").encode("utf-8")
         with self._lock:
             fd = self._fd
@@ -99,6 +104,15 @@ class JSONLSink:
         return f"JSONLSink({str(self.path)!r}, fsync={self.fsync})"
 
 
+def _why(path: Path, exc: OSError) -> str:
+    """What went wrong opening ``path``, in the user's terms."""
+    if path.is_dir():
+        return "it is a directory; give a file path"
+    if not path.parent.is_dir():
+        return f"the folder {path.parent} does not exist; create it first"
+    return str(exc)
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -133,10 +147,11 @@ def read_jsonl(path: str | os.PathLike[str]) -> JSONLContents:
     >>> read_jsonl("run.jsonl").truncated_tail  # doctest: +SKIP
     False
     """
+    file = check_path(path, "read_jsonl")
     try:
-        data = Path(path).read_bytes()
+        data = file.read_bytes()
     except OSError as exc:
-        raise StorageError(f"cannot read JSONL ledger {path}: {exc}") from exc
+        raise StorageError(f"cannot read JSONL ledger {file}: {exc}") from exc
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline
     events: list[Event] = []
@@ -144,7 +159,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> JSONLContents:
     for number, line in enumerate(lines, start=1):
         try:
             events.append(Event.from_json(line))
-        except ValidationError as exc:
+        except (ValidationError, RecursionError) as exc:  # nesting beyond the parser
             log.warning("%s line %d does not parse as an event: %s", path, number, exc)
             corrupt.append(number)
     if tail:

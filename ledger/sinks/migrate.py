@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ledger.errors import SchemaVersionError, StorageError
+from ledger.errors import SchemaVersionError, StorageError, ValidationError
 
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
@@ -105,7 +105,11 @@ def ensure_schema(conn: sa.Connection, schema: str | None = None) -> bool:
     try:
         command.upgrade(config, "head")
     except sa.exc.SQLAlchemyError as exc:
-        raise StorageError(f"cannot migrate the ledger schema to {head}: {exc}") from exc
+        detail = getattr(exc, "orig", None) or exc  # the driver's words, not the SQL
+        raise StorageError(
+            f"cannot migrate the ledger schema to {head}: {detail} (a table of another "
+            "application in the way? give the ledger its own file or schema)"
+        ) from exc
     return True
 
 
@@ -127,8 +131,13 @@ def upgrade(url: str, *, schema: str | None = None) -> str:
     """Bring the database at ``url`` (``sqlite:///path`` or ``postgresql://...``, which
     may carry ``?ledger_schema=NAME`` as ``open_sink`` takes it) to the newest revision
     and return it."""
+    if not isinstance(url, str):
+        raise ValidationError(f"upgrade: expected a database URL string, got {type(url).__name__}")
     if url.startswith("sqlite:"):
         from ledger.sinks.sqlite import SQLiteSink, path_from_url
+
+        if schema is not None:
+            raise ValidationError("schema: only a PostgreSQL ledger has a schema; drop it")
 
         SQLiteSink(path_from_url(url)).close()
     elif url.startswith(("postgresql:", "postgresql+psycopg:", "postgres:")):
@@ -138,5 +147,9 @@ def upgrade(url: str, *, schema: str | None = None) -> str:
         dsn, in_url = split_schema(url)
         PostgresSink.open(dsn, schema=schema or in_url).close()
     else:
-        raise StorageError(f"upgrade: {url!r} is not a sqlite:/// or postgresql:// URL")
+        from ledger.sinks.url import shown_url
+
+        raise ValidationError(
+            f"upgrade: {shown_url(url)!r} is not a sqlite:/// or postgresql:// URL"
+        )
     return head_revision()

@@ -56,9 +56,9 @@ import sqlalchemy as sa
 
 from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
 from ledger.model import Event
-from ledger.sinks.base import validate_action
+from ledger.sinks.base import check_events, validate_action
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.migrate import advisory_key, ensure_schema
+from ledger.sinks.migrate import HEAD, advisory_key, current_revision, ensure_schema
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
 
 __all__ = ["PostgresSink", "engine_url"]
@@ -73,10 +73,12 @@ _SESSION_UNLOCK = sa.text("SELECT pg_advisory_unlock(:k)")
 
 def engine_url(dsn: str) -> str:
     """``postgresql://...`` (or ``postgres://``) as the SQLAlchemy psycopg 3 URL."""
+    if not isinstance(dsn, str):
+        raise ValidationError(f"dsn: expected a postgresql:// URL string, got {type(dsn).__name__}")
     for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
         if dsn.startswith(prefix):
             return "postgresql+psycopg://" + dsn[len(prefix) :]
-    raise StorageError(f"{dsn!r} is not a postgresql:// URL")
+    raise ValidationError(f"dsn: {dsn!r} is not a postgresql:// URL")
 
 
 class PostgresSink(SQLReader):
@@ -98,8 +100,15 @@ class PostgresSink(SQLReader):
             raise ValidationError(f"expected an Engine or Connection, got {type(bind).__name__}")
         if self._engine.dialect.name != "postgresql":
             raise ValidationError(f"PostgresSink needs PostgreSQL, got {self._engine.dialect.name}")
-        if schema is not None and not schema.replace("_", "").isalnum():
-            raise ValidationError(f"schema: {schema!r} must be letters, digits and '_'")
+        if self._engine.dialect.driver != "psycopg":
+            raise ValidationError(
+                f"PostgresSink needs the psycopg 3 driver, got {self._engine.dialect.driver}; "
+                "create the engine with a postgresql+psycopg:// URL"
+            )
+        if schema is not None and (
+            not isinstance(schema, str) or not schema.replace("_", "").isalnum()
+        ):
+            raise ValidationError(f"schema: {schema!r} must be a name of letters, digits and '_'")
         self.schema = schema
         self._table = events_table(schema)
         self._key = advisory_key(f"events:{schema or ''}")
@@ -116,7 +125,13 @@ class PostgresSink(SQLReader):
         """A sink that owns a new engine for ``dsn`` (closed with the sink)."""
         options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20}
         options.update(engine_options)
-        engine = sa.create_engine(engine_url(dsn), **options)
+        url = engine_url(dsn)
+        try:
+            engine = sa.create_engine(url, **options)
+        except (sa.exc.ArgumentError, TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"PostgresSink.open: dsn or engine options refused: {exc}"
+            ) from None
         try:
             sink = cls(engine, schema=schema)
         except BaseException:
@@ -126,12 +141,19 @@ class PostgresSink(SQLReader):
         return sink
 
     def _migrate(self) -> None:
-        """Bring the schema up to date in a short transaction of its own."""
+        """Bring the schema up to date in a short transaction of its own. With the
+        caller's connection, an up-to-date schema is seen on that connection (reads
+        only), so no second connection is taken from the caller's pool."""
+        where = self._engine.url.render_as_string(hide_password=True)
         try:
+            if self._conn is not None and self._callers_revision() == HEAD:
+                return
             with self._engine.begin() as conn:
                 ensure_schema(conn, self.schema)
         except sa.exc.DBAPIError as exc:
-            raise StorageError(f"cannot prepare the PostgreSQL ledger schema: {exc}") from exc
+            raise StorageError(f"cannot open the PostgreSQL ledger at {where}: {exc.orig}") from exc
+        except sa.exc.SQLAlchemyError as exc:  # the caller's pool exhausted, say
+            raise StorageError(f"cannot open the PostgreSQL ledger at {where}: {exc}") from exc
 
     # --- the write path -------------------------------------------------------------
 
@@ -146,7 +168,9 @@ class PostgresSink(SQLReader):
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
-        rows = [event_row(e) for e in events]
+        rows = [event_row(e) for e in check_events(events)]
+        if self._closed:
+            raise SinkClosed("PostgreSQL sink is closed; open a new one to write")
         if rows:
             self._write(lambda: rows)
 
@@ -157,13 +181,37 @@ class PostgresSink(SQLReader):
             self._committer.submit(make)
             return
         rows = make()
+        conn = self._callers_conn()
         try:
-            with self._conn.begin_nested():
-                self._insert(self._conn, rows)
+            with conn.begin_nested():
+                self._insert(conn, rows)
         except sa.exc.IntegrityError as exc:
             raise self._duplicate(rows, exc) from None
         except sa.exc.DBAPIError as exc:
             raise _not_acknowledged(exc) from exc
+        except sa.exc.SQLAlchemyError as exc:  # the caller's connection in a bad state
+            raise StorageError(f"PostgreSQL ledger write refused: {exc}") from exc
+
+    def _callers_revision(self) -> str | None:
+        """The schema revision read on the caller's connection, leaving it as it was:
+        a transaction begun only for this read is ended, so ``conn.begin()`` still works."""
+        conn = self._callers_conn()
+        began = not conn.in_transaction()
+        try:
+            return current_revision(conn, self.schema)
+        finally:
+            if began and conn.in_transaction():
+                conn.rollback()
+
+    def _callers_conn(self) -> sa.Connection:
+        conn = self._conn
+        assert conn is not None
+        if conn.closed:
+            raise StorageError(
+                "the connection given to PostgresSink(connection) was closed by its owner; "
+                "make a new sink with an open connection"
+            )
+        return conn
 
     def _insert(self, conn: sa.Connection, rows: list[Row]) -> None:
         """Insert ``rows`` after taking the writers' shared lock, in one statement per
@@ -238,12 +286,14 @@ class PostgresSink(SQLReader):
             raise SinkClosed("PostgreSQL sink is closed; open a new one to read")
         try:
             if self._conn is not None:
-                yield self._conn
+                yield self._callers_conn()
                 return
             with self._engine.connect() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
             raise StorageError(f"PostgreSQL ledger read failed: {exc.orig}") from exc
+        except sa.exc.SQLAlchemyError as exc:
+            raise StorageError(f"PostgreSQL ledger read failed: {exc}") from exc
 
     @contextmanager
     def _page_guard(self, conn: sa.Connection) -> Iterator[None]:
@@ -256,7 +306,11 @@ class PostgresSink(SQLReader):
             return
         conn.execute(_SESSION_LOCK, {"k": self._key})  # the caller's transaction lives on
         try:
-            yield
+            # A failing page query rolls back to this savepoint only, so the unlock
+            # below still runs: a session lock left behind would outlive the
+            # transaction and block every writer for as long as the connection lives.
+            with conn.begin_nested():
+                yield
         finally:
             conn.execute(_SESSION_UNLOCK, {"k": self._key})
 

@@ -47,7 +47,7 @@ from ledger.errors import CanonicalizationError, CorruptRecord, EventNotFound, V
 from ledger.eventjson import encode_event_hashed
 from ledger.ids import coerce_event_id
 from ledger.model import Event, Kind, Verdict
-from ledger.sinks.base import RunSummary
+from ledger.sinks.base import RunSummary, check_limit, check_text
 from ledger.timefmt import coerce_time
 
 __all__ = [
@@ -102,9 +102,9 @@ def events_table(schema: str | None = None) -> sa.Table:
     )
 
 
-def to_micros(value: datetime) -> int:
-    """``value`` (aware) as Unix microseconds."""
-    return (coerce_time(value) - _EPOCH) // timedelta(microseconds=1)
+def to_micros(value: datetime, field: str = "time") -> int:
+    """``value`` (aware) as Unix microseconds; ``ValidationError`` naming ``field``."""
+    return (coerce_time(value, field=field) - _EPOCH) // timedelta(microseconds=1)
 
 
 def from_micros(value: int) -> datetime:
@@ -132,7 +132,7 @@ def event_row(event: Event) -> tuple[Any, ...]:
     :func:`content_hash`, which says so in the log.
     """
     if not isinstance(event, Event):
-        raise ValidationError(f"expected an Event, got {type(event).__name__}")
+        raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
     text, event_id, digest = encode_event_hashed(event)
     if event_id == _ZERO_TEXT:
         raise ValidationError("event_id: the zero ULID is refused; give a fresh new_event_id()")
@@ -159,7 +159,7 @@ def parse_row(seq: int, event_id: str, text: str | bytes) -> Event:
     """Decode one stored row; ``CorruptRecord`` naming the row when it does not parse."""
     try:
         event = Event.from_json(text)
-    except ValidationError as exc:
+    except (ValidationError, RecursionError) as exc:  # RecursionError: absurd nesting
         raise CorruptRecord(
             f"events row seq={seq} (event_id {event_id}) does not parse as an event: {exc}; "
             "the stored JSON was changed outside the ledger"
@@ -197,6 +197,12 @@ class SQLReader:
         """Held around each ``events`` page query; PostgreSQL waits for writers."""
         return nullcontext()
 
+    def _check_open(self) -> None:
+        """Raise ``SinkClosed`` now (``_reading`` does) when the sink was closed."""
+        if getattr(self, "_closed", False):
+            with self._reading():
+                pass
+
     def get(self, event_id: ULID | str) -> Event:
         """The event with ``event_id``; ``EventNotFound`` when none is stored.
 
@@ -219,6 +225,7 @@ class SQLReader:
         a process, so id order is the order things happened in the run even when a
         best-effort event (a gate decision) was committed after the action it preceded.
         """
+        check_text(run_id, "run_id")  # "" is the events recorded outside any run
         t = self._table
         query = (
             sa.select(t.c.seq, t.c.event_id, t.c.event_json)
@@ -254,9 +261,8 @@ class SQLReader:
         """
         t = self._table
         where = self._filters(run_id, kind, tool, verdict, since, until)
-        if limit is not None and limit < 0:
-            raise ValidationError(f"limit: expected a non-negative integer, got {limit}")
-        return self._pages(where, self._cursor(after), limit, t)
+        self._check_open()
+        return self._pages(where, self._cursor(after), check_limit(limit), t)
 
     def _pages(
         self, where: list[Any], cursor: int, limit: int | None, t: sa.Table
@@ -284,7 +290,7 @@ class SQLReader:
         if after is None:
             return 0
         if isinstance(after, int) and not isinstance(after, bool):
-            return after
+            return check_limit(after, "after") or 0
         key = str(coerce_event_id(after, field="after"))
         t = self._table
         with self._reading() as conn:
@@ -304,11 +310,11 @@ class SQLReader:
     ) -> list[Any]:
         t = self._table
         where: list[Any] = []
-        if run_id is not None:
+        if check_text(run_id, "run_id", optional=True) is not None:
             where.append(t.c.run_id == run_id)
         if kind is not None:
             where.append(t.c.kind == _member(Kind, kind, "kind"))
-        if tool is not None:
+        if check_text(tool, "tool", optional=True) is not None:
             where.append(t.c.tool == tool)
         if verdict is not None:
             where.append(t.c.verdict == _member(Verdict, verdict, "verdict"))
@@ -319,9 +325,9 @@ class SQLReader:
         t = self._table
         where: list[Any] = []
         if since is not None:
-            where.append(t.c.time_us >= to_micros(since))
+            where.append(t.c.time_us >= to_micros(since, "since"))
         if until is not None:
-            where.append(t.c.time_us < to_micros(until))
+            where.append(t.c.time_us < to_micros(until, "until"))
         return where
 
     def runs(
@@ -335,15 +341,29 @@ class SQLReader:
         first; the counts cover the run's events inside that window.
 
         >>> [r.run_id for r in sink.runs(since=last_month)]   # doctest: +SKIP
+
+        The arguments are checked when ``runs`` is called, not at the first ``next()``.
         """
-        query = self._runs_query(self._window(since, until), limit)
+        query = self._runs_query(self._window(since, until), check_limit(limit))
+        self._check_open()
+        return self._summaries(query)
+
+    def _summaries(self, query: sa.Select[Any]) -> Iterator[RunSummary]:
         with self._reading() as conn:
             result = conn.execution_options(yield_per=PAGE_SIZE).execute(query)
             for row in result:
+                try:
+                    first, last = from_micros(row.first_us), from_micros(row.last_us)
+                except (TypeError, ValueError, OverflowError):
+                    raise CorruptRecord(
+                        f"events rows of run {row.run_id!r}: a time_us is not a time in "
+                        f"microseconds ({row.first_us!r}, {row.last_us!r}); the rows were "
+                        "changed outside the ledger"
+                    ) from None
                 yield RunSummary(
                     run_id=row.run_id,
-                    first_time=from_micros(row.first_us),
-                    last_time=from_micros(row.last_us),
+                    first_time=first,
+                    last_time=last,
                     events=int(row.events),
                     actions=int(row.actions or 0),
                     denials=int(row.denials or 0),

@@ -39,9 +39,9 @@ from typing import Any, Self, cast
 import sqlalchemy as sa
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
-from ledger.errors import DuplicateEvent, SinkClosed, StorageError
+from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
 from ledger.model import Event
-from ledger.sinks.base import validate_action
+from ledger.sinks.base import check_events, check_path, validate_action
 from ledger.sinks.groupcommit import GroupCommitter
 from ledger.sinks.migrate import current_revision, ensure_schema, head_revision
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
@@ -71,8 +71,20 @@ def path_from_url(url: str) -> str:
     """``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` to a file path."""
     for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
         if url.startswith(prefix):
-            return url[len(prefix) :]
-    raise StorageError(f"{url!r} is not a sqlite:///path URL")
+            path = url[len(prefix) :]
+            if not path or "?" in path:
+                raise ValidationError(
+                    f"sink URL {url!r}: write sqlite:///relative.db or sqlite:////abs/ledger.db "
+                    "(a file path, no query parameters)"
+                )
+            return path
+    raise ValidationError(f"sink URL {url!r}: write sqlite:///relative.db or sqlite:////abs.db")
+
+
+def _seconds(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValidationError(f"{name}: expected a number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def _is_busy(exc: Exception) -> bool:
@@ -94,13 +106,19 @@ class SQLiteSink(SQLReader):
         busy_timeout: float = 5.0,
         lock_wait: float = 120.0,
     ) -> None:
-        self.path = Path(path)
-        self._busy_ms = int(busy_timeout * 1000)
-        self._lock_wait = lock_wait
+        self.path = check_path(path, "SQLiteSink")
+        if path == ":memory:":
+            raise ValidationError(
+                "path: SQLiteSink needs a database file, got ':memory:' (an in-memory "
+                "database is neither durable nor shared between connections)"
+            )
+        self._busy_ms = int(min(_seconds(busy_timeout, "busy_timeout"), 86400.0) * 1000)
+        self._lock_wait = _seconds(lock_wait, "lock_wait")
         self._table = events_table()
         self._engine = sa.create_engine(
-            f"sqlite+pysqlite:///{self.path}",
-            connect_args={"check_same_thread": False, "timeout": busy_timeout},
+            # built, not parsed: a "?" or "%20" in the file name stays in the file name
+            sa.URL.create("sqlite+pysqlite", database=str(self.path)),
+            connect_args={"check_same_thread": False, "timeout": self._busy_ms / 1000},
         )
         sa.event.listen(self._engine, "connect", self._on_connect)
         self._writer: PoolProxiedConnection | None = None
@@ -111,10 +129,19 @@ class SQLiteSink(SQLReader):
             self._migrate()
         except sa.exc.DBAPIError as exc:
             self._engine.dispose()
-            raise StorageError(f"cannot open the SQLite ledger {self.path}: {exc.orig}") from exc
+            raise StorageError(
+                f"cannot open the SQLite ledger {self.path}: {self._why(exc)}"
+            ) from exc
         except BaseException:
             self._engine.dispose()
             raise
+
+    def _why(self, exc: sa.exc.DBAPIError) -> str:
+        if self.path.is_dir():
+            return "it is a directory; give a file path"
+        if not self.path.parent.is_dir():
+            return f"the folder {self.path.parent} does not exist; create it first"
+        return str(exc.orig)
 
     # --- connections ----------------------------------------------------------------
 
@@ -185,7 +212,9 @@ class SQLiteSink(SQLReader):
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
-        rows = [event_row(e) for e in events]
+        rows = [event_row(e) for e in check_events(events)]
+        if self._closed:
+            raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one to write")
         if rows:
             self._submit(lambda: rows)
 

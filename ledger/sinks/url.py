@@ -22,9 +22,10 @@ from ledger.sinks.base import Sink
 from ledger.sinks.discard import DiscardSink
 from ledger.sinks.jsonl import JSONLSink
 
-__all__ = ["open_sink"]
+__all__ = ["open_sink", "shown_url", "split_schema"]
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 
 
 def open_sink(url: str) -> Sink:
@@ -44,29 +45,52 @@ def open_sink(url: str) -> Sink:
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         return _postgres(url)
     raise ValidationError(
-        f"sink URL {url!r}: unknown scheme {scheme!r}; use sqlite:///path, "
+        f"sink URL {shown_url(url)!r}: unknown scheme {scheme!r}; use sqlite:///path, "
         "postgresql://..., jsonl:///path or discard:"
     )
 
 
+def shown_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return "<unparsable URL>"
+
+
 def _jsonl(url: str) -> Sink:
     parts = urlsplit(url)
-    if not parts.path or parts.netloc:
-        raise ValidationError(f"sink URL {url!r}: write jsonl:///relative or jsonl:////absolute")
-    query = dict(parse_qsl(parts.query))
-    return JSONLSink(parts.path[1:], fsync=query.get("fsync", "").lower() in _TRUE)
+    if not url[len(parts.scheme) :].startswith(":///") or not parts.path[1:]:
+        raise ValidationError(
+            f"sink URL {url!r}: write jsonl:///relative/file.jsonl or jsonl:////absolute/file.jsonl"
+        )
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(query) - {"fsync"})
+    if unknown:
+        raise ValidationError(f"sink URL {url!r}: unknown parameter {unknown[0]!r} (only fsync)")
+    fsync = query.get("fsync", "0").lower()
+    if fsync not in _TRUE | _FALSE:
+        raise ValidationError(f"sink URL {url!r}: fsync={fsync!r}; use fsync=1 or fsync=0")
+    return JSONLSink(parts.path[1:], fsync=fsync in _TRUE)
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
     """``postgresql://...?ledger_schema=S`` -> (the URL without it, ``S``); any other
-    URL comes back as it is, with ``None``."""
+    URL comes back as it is, with ``None``. Only the query is touched, so
+    ``postgresql:///db`` (a local socket) keeps its form."""
     if not url.startswith("postgres"):
         return url, None
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query)
-    schema = next((v for k, v in query if k == "ledger_schema"), None)
-    rest = urlencode([(k, v) for k, v in query if k != "ledger_schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
+    base, sep, query = url.partition("?")
+    pairs = parse_qsl(query)
+    schema = next((v for k, v in pairs if k == "ledger_schema"), None)
+    if not sep or schema is None:
+        return url, None
+    rest = urlencode([(k, v) for k, v in pairs if k != "ledger_schema"])
+    return (f"{base}?{rest}" if rest else base), schema
 
 
 def _postgres(url: str) -> Sink:

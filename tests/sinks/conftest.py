@@ -94,6 +94,14 @@ def pg_store(pg_dsn: str, pg_engine: sa.Engine) -> Iterator[Store]:
         conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
 
 
+@pytest.fixture
+def user_engine(pg_store: Store) -> Iterator[sa.Engine]:
+    """An engine of the test's own, as a user's application would have."""
+    engine = sa.create_engine(engine_url(pg_store.dsn))
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest) -> Store:
     """The database under test, once per backend."""

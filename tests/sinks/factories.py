@@ -6,7 +6,7 @@ from typing import Any
 
 from ledger.model import Event, Kind, Ref
 
-__all__ = ["action", "request_event", "result_event"]
+__all__ = ["BAD", "action", "good_action", "request_event", "result_event"]
 
 
 def action(run: str, call: str = "c1", **changes: Any) -> Event:
@@ -38,6 +38,26 @@ def result_event(run: str, call: str = "c1", **changes: Any) -> Event:
         "call_id": call,
         "tool": "delete_file",
         "result": '{"ok":true}',
+    }
+    fields.update(changes)
+    return Event(**fields)
+
+
+def BAD(value: object) -> Any:
+    """A deliberately wrong argument (typed ``Any`` so mypy lets a test pass it)."""
+    return value
+
+
+def good_action(run: str, call: str = "c1", **changes: Any) -> Event:
+    """A self-explaining action written as a new user would (plain strings, a dict)."""
+    fields: dict[str, Any] = {
+        "kind": "action",
+        "run_id": run,
+        "call_id": call,
+        "tool": "send_mail",
+        "args": {"to": "ops@example.com"},
+        "verdict": "allowed",
+        "refs": [Ref(source="tool", id="msg-1")],
     }
     fields.update(changes)
     return Event(**fields)
