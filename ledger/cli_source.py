@@ -29,8 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from ulid import ULID
 
@@ -38,6 +37,7 @@ from ledger.chain import Chain, assemble_chain
 from ledger.errors import EventNotFound, StorageError, ValidationError
 from ledger.model import Event, Kind, Verdict
 from ledger.sinks import Reader, RunSummary, read_jsonl
+from ledger.sinks.base import Closing
 
 __all__ = ["JSONLReader", "LedgerURL", "open_reader", "parse_url"]
 
@@ -233,7 +233,7 @@ class _RunAcc:
         )
 
 
-class JSONLReader:
+class JSONLReader(Closing):
     """A read-only :class:`~ledger.sinks.Reader` over one JSONL ledger file.
 
     A cut last line or corrupt lines are logged (``read_jsonl`` reports them in
@@ -307,14 +307,3 @@ class JSONLReader:
 
     def close(self) -> None:
         """Nothing to release: the file was read at construction."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

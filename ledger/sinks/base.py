@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ledger.chain import Chain
 
 __all__ = [
+    "Closing",
     "DurableSink",
     "Reader",
     "RunSummary",
@@ -44,6 +45,26 @@ __all__ = [
 ]
 
 _KNOWN_SOURCES = "tool, memory, ledger"
+
+
+class Closing:
+    """Mixin for sinks and readers: ``with sink:`` closes it on leaving the block."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 @runtime_checkable

@@ -9,16 +9,14 @@ has no ``commit_action``), so a gate in front of it denies every non-safe action
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Self
-
 from ledger.errors import ValidationError
 from ledger.model import Event
+from ledger.sinks.base import Closing
 
 __all__ = ["DiscardSink"]
 
 
-class DiscardSink:
+class DiscardSink(Closing):
     """A sink that drops every event; ``record`` never fails for one, even after ``close``."""
 
     __slots__ = ()
@@ -30,17 +28,6 @@ class DiscardSink:
 
     def close(self) -> None:
         """Nothing to release."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return "DiscardSink()"

@@ -23,12 +23,10 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from ledger.errors import SinkClosed, StorageError, ValidationError
 from ledger.model import Event
-from ledger.sinks.base import check_path
+from ledger.sinks.base import Closing, check_path
 
 __all__ = ["JSONLContents", "JSONLSink", "read_jsonl"]
 
@@ -37,7 +35,7 @@ log = logging.getLogger(__name__)
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
-class JSONLSink:
+class JSONLSink(Closing):
     """Append events to ``path`` as JSON lines; safe for threads and processes."""
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
@@ -88,17 +86,6 @@ class JSONLSink:
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
         return self._fd is None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"JSONLSink({str(self.path)!r}, fsync={self.fsync})"

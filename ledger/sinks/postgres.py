@@ -49,8 +49,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -330,17 +329,6 @@ class PostgresSink(SQLReader):
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
         return self._closed
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         schema = f", schema={self.schema!r}" if self.schema else ""

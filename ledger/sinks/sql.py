@@ -47,7 +47,7 @@ from ledger.errors import CanonicalizationError, CorruptRecord, EventNotFound, V
 from ledger.eventjson import encode_event_hashed
 from ledger.ids import coerce_event_id
 from ledger.model import Event, Kind, Verdict
-from ledger.sinks.base import RunSummary, check_limit, check_text
+from ledger.sinks.base import Closing, RunSummary, check_limit, check_text
 from ledger.timefmt import coerce_time
 
 __all__ = [
@@ -181,7 +181,7 @@ def _member(enum: type[Kind] | type[Verdict], value: str, name: str) -> str:
         raise ValidationError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
-class SQLReader:
+class SQLReader(Closing):
     """The read path shared by the SQL sinks.
 
     Subclasses set ``_table`` and implement ``_reading()`` (a context manager giving a

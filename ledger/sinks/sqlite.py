@@ -33,8 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
@@ -334,17 +333,6 @@ class SQLiteSink(SQLReader):
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
         return self._closed
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteSink({str(self.path)!r})"
