@@ -456,7 +456,7 @@ def main() -> int:
     print("all bars passed" if not failed else f"bars failed: {', '.join(failed)}")
     for line in WHY:
         print(f"  why: {line}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
