@@ -5,7 +5,7 @@ Where things live (decided here; see ``docs/cli.md``): the provenance events go 
 default the folder ``ledger-demo/`` next to the database file (``./ledger-demo`` for a
 PostgreSQL URL), reused by every later run::
 
-    ledger-demo/work/                 the agent's files: notes.txt, notes.tidy.txt
+    ledger-demo/agent/                the agent's files: notes.txt, notes.tidy.txt
     ledger-demo/ledger.yaml           the typed-ledger config (a ``knowledge`` notes ledger)
     ledger-demo/store/                the typed-ledger store (shard files)
     ledger-demo/transactions/RUN.json each run's transaction artifact
@@ -79,7 +79,7 @@ def prepare_typed(home: Path) -> Any:
 
     from ledger.cli_typed import load_config, typed_api
 
-    for folder in ("work", "store", "transactions", "projection"):
+    for folder in ("agent", "store", "transactions", "projection"):
         if (home / folder).exists() and not (home / folder).is_dir():
             raise StorageError(
                 f"{home / folder} is not a folder, and the demo writes there "
@@ -121,7 +121,7 @@ def _note(run_id: str, written: bool) -> dict[str, Any]:
         "subject": "notes.txt",
         "note": f"run {run_id} {outcome} after the operator's decision",
         "reason": "recorded by `ledger demo` from the run's chain",
-        "citations": [{"type": "repository", "path": "work/notes.txt"}],
+        "citations": [{"type": "repository", "path": "agent/notes.txt"}],
     }
 
 
@@ -168,7 +168,7 @@ def demo(db: str, home: Path | None, deny_write: bool, as_json: bool) -> None:
     _check_home_writable(home)
     config = prepare_typed(home)  # a config or store the demo cannot use: refused now
     with _open_for_writing(db) as sink:
-        result = run_scripted_agent(sink, home / "work", approve=not deny_write)
+        result = run_scripted_agent(sink, home / "agent", approve=not deny_write)
     typed = record_note(home, result.run_id, result.written, config)
     _show(db, result, typed, home, as_json)
 

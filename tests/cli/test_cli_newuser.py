@@ -130,7 +130,7 @@ def test_demo_repairs_a_partly_deleted_home(
     assert invoke("demo").exit_code == 0
     home = tmp_path / "ledger-demo"
     (home / "ledger.yaml").unlink()
-    for sub in ("projection", "work", "transactions"):
+    for sub in ("projection", "agent", "transactions"):
         for path in sorted((home / sub).rglob("*"), reverse=True):
             path.rmdir() if path.is_dir() else path.unlink()
     result = invoke("demo", "--json")
@@ -252,7 +252,7 @@ def test_demo_refuses_a_read_only_home_before_recording_a_run(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert invoke("demo").exit_code == 0
-    target = (tmp_path / "ledger-demo" / "work" / "notes.tidy.txt").resolve()
+    target = (tmp_path / "ledger-demo" / "agent" / "notes.tidy.txt").resolve()
     real_access = os.access
     monkeypatch.setattr(  # root ignores file modes, so pretend the file is read-only
         os,

@@ -22,7 +22,7 @@ def test_demo_twice_in_a_fresh_directory(tmp_path: Path) -> None:
     assert "run_shell" in first.stdout and "denied" in first.stdout
     assert "zero non-safe actions ran without a committed intent" in first.stdout
     assert (tmp_path / "ledger.db").is_file()
-    assert (tmp_path / "ledger-demo" / "work" / "notes.tidy.txt").is_file()
+    assert (tmp_path / "ledger-demo" / "agent" / "notes.tidy.txt").is_file()
     second = run_cli("demo", "--json", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     data = json.loads(second.stdout)

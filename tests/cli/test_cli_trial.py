@@ -46,7 +46,7 @@ def test_demo_with_a_bad_config_records_nothing(
         (line,) = result.stderr.splitlines()
         assert words in line, line
     assert not (tmp_path / "ledger.db").exists()  # no run, not even an empty ledger
-    assert not (tmp_path / "ledger-demo" / "work").exists()  # nor the approved write
+    assert not (tmp_path / "ledger-demo" / "agent").exists()  # nor the approved write
 
 
 def test_demo_with_a_store_that_does_not_replay_records_nothing(
@@ -63,7 +63,7 @@ def test_demo_with_a_store_that_does_not_replay_records_nothing(
     assert _runs(sqlite_url(tmp_path / "ledger.db")) == 1
 
 
-@pytest.mark.parametrize("folder", ["work", "transactions", "store"])
+@pytest.mark.parametrize("folder", ["agent", "transactions", "store"])
 def test_demo_with_a_file_where_a_folder_goes_records_nothing(
     folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
