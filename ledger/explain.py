@@ -12,6 +12,7 @@ write_file (call c1) in run 01J...: allowed
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +25,26 @@ if TYPE_CHECKING:
 __all__ = ["Explanation"]
 
 _CLIP = 200
+_INDENT = " " * 12  # under the values: "  reason:   "
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _field(label: str, text: str, width: int | None) -> list[str]:
+    """``  label:   text``, whole; wrapped under the value column when ``width`` is given
+    (no character is dropped but the spaces where a line breaks)."""
+    head = f"  {label + ':':<10}"
+    if width is None:
+        return [head + text]
+    return textwrap.wrap(
+        text,
+        width=max(width, len(head) + 20),
+        initial_indent=head,
+        subsequent_indent=_INDENT,
+        break_on_hyphens=False,
+    ) or [head.rstrip()]
 
 
 def _ref_line(ref: Ref, request_id: str) -> str:
@@ -101,24 +118,26 @@ class Explanation:
             return f"failed{timing}: {_clip(result.err)}"
         return f"succeeded{timing}: {_clip(result.result or '')}"
 
-    def __str__(self) -> str:
+    def render(self, width: int | None = None) -> str:
+        """The readable account. The reason and the gate's reason are shown whole,
+        wrapped to ``width`` when given; args, result and request are cut at 200
+        characters (``to_dict()`` has all of them)."""
         intent = self.action.intent
         verdict = str(intent.verdict) if intent.verdict else "no verdict"
         lines = [
             f"{intent.tool or '?'} (call {intent.call_id or '?'}) in run "
             f"{intent.run_id or '?'}: {verdict}",
-            f"  reason:   {_clip(intent.reason) or '(none recorded)'}",
+            *_field("reason", intent.reason or "(none recorded)", width),
             f"  args:     {_clip(intent.args or '(none)')}",
             f"  outcome:  {self._outcome()}",
         ]
         if self.decision is not None:
-            lines.append(
-                f"  gate:     {self.decision.verdict or '?'}: {_clip(self.decision.reason)}"
-            )
+            gate = f"{self.decision.verdict or '?'}: {self.decision.reason}"
+            lines += _field("gate", gate, width)
         request_id = str(self.request.event_id) if self.request is not None else ""
         evidence = [_ref_line(r, request_id) for r in self.evidence] or ["(none)"]
         lines.append(f"  evidence: {evidence[0]}")
-        lines.extend(f"            {line}" for line in evidence[1:])
+        lines.extend(f"{_INDENT}{line}" for line in evidence[1:])
         if self.request is None:
             lines.append("  request:  (missing: the run's head was not recorded)")
         else:
@@ -128,3 +147,6 @@ class Explanation:
             )
         lines.extend(f"  anomaly:  {a}" for a in self.anomalies)
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
