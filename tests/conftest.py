@@ -8,8 +8,13 @@ except under CI (``CI=true``), where a missing server is a failure.
 from __future__ import annotations
 
 import os
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+import ledger
 
 PG_ENV = "LEDGER_TEST_POSTGRES_DSN"
 
@@ -28,3 +33,30 @@ def pg_dsn() -> str:
             pytest.fail(f"{message} (CI is set, so this is a failure, not a skip)")
         pytest.skip(message)
     return dsn
+
+
+MypySnippet = Callable[[str], tuple[int, str]]
+
+
+@pytest.fixture
+def mypy_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MypySnippet:
+    """Type-check a snippet of user code against this checkout with ``mypy --strict``:
+    ``status, report = mypy_snippet(source)`` (status 0 when it type-checks)."""
+    api = pytest.importorskip("mypy.api")
+    monkeypatch.setenv("MYPYPATH", str(Path(ledger.__file__).resolve().parent.parent))
+
+    def run(source: str) -> tuple[int, str]:
+        (tmp_path / "mypy.ini").write_text("[mypy]\n")
+        (tmp_path / "snippet.py").write_text(textwrap.dedent(source))
+        out, err, status = api.run(
+            [
+                "--strict",
+                "--no-incremental",
+                "--cache-dir=/dev/null",
+                f"--config-file={tmp_path / 'mypy.ini'}",
+                str(tmp_path / "snippet.py"),
+            ]
+        )
+        return status, out + err
+
+    return run

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import textwrap
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -461,28 +459,9 @@ def test_states_follow_the_definitions(
 # --- the typed API: the shipped resolvers are Resolvers for mypy --strict ----------------
 
 
-def _mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> tuple[int, str]:
-    api = pytest.importorskip("mypy.api")
-    monkeypatch.setenv("MYPYPATH", str(Path(ledger.__file__).resolve().parent.parent))
-    (tmp_path / "mypy.ini").write_text("[mypy]\n")
-    (tmp_path / "snippet.py").write_text(textwrap.dedent(source))
-    out, err, status = api.run(
-        [
-            "--strict",
-            "--no-incremental",
-            "--cache-dir=/dev/null",
-            f"--config-file={tmp_path / 'mypy.ini'}",
-            str(tmp_path / "snippet.py"),
-        ]
-    )
-    return status, out + err
-
-
-def test_a_user_resolver_type_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_resolver_type_checks(mypy_snippet: Callable[[str], tuple[int, str]]) -> None:
     # the control for the test below: the harness finds ledger and accepts a good resolver
-    status, report = _mypy(
-        tmp_path,
-        monkeypatch,
+    status, report = mypy_snippet(
         """
         from collections.abc import Collection
         from ledger import RefCheck, RefSource, verify_refs
@@ -501,11 +480,9 @@ def test_a_user_resolver_type_checks(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_shipped_resolvers_type_check_as_resolver(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mypy_snippet: Callable[[str], tuple[int, str]],
 ) -> None:
-    status, report = _mypy(
-        tmp_path,
-        monkeypatch,
+    status, report = mypy_snippet(
         """
         from ledger import Event, EventResolver, RefCheck, Resolver, StaticResolver, verify_refs
 

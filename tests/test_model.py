@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import textwrap
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ulid import ULID
 
-import ledger
 from ledger import (
     Event,
     Kind,
@@ -466,28 +464,9 @@ def test_events_compare_and_hash_by_value() -> None:
 # --- the typed API: documented call forms must pass mypy --strict ----------------------
 
 
-def _mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> tuple[int, str]:
-    api = pytest.importorskip("mypy.api")
-    monkeypatch.setenv("MYPYPATH", str(Path(ledger.__file__).resolve().parent.parent))
-    (tmp_path / "mypy.ini").write_text("[mypy]\n")
-    (tmp_path / "snippet.py").write_text(textwrap.dedent(source))
-    out, err, status = api.run(
-        [
-            "--strict",
-            "--no-incremental",
-            "--cache-dir=/dev/null",
-            f"--config-file={tmp_path / 'mypy.ini'}",
-            str(tmp_path / "snippet.py"),
-        ]
-    )
-    return status, out + err
-
-
-def test_member_forms_type_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_member_forms_type_check(mypy_snippet: Callable[[str], tuple[int, str]]) -> None:
     # the control for the test below: the harness finds ledger and reports errors
-    status, report = _mypy(
-        tmp_path,
-        monkeypatch,
+    status, report = mypy_snippet(
         """
         from ledger import Event, Kind, Ref, Verdict
 
@@ -505,11 +484,9 @@ def test_member_forms_type_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_documented_constructor_forms_type_check(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mypy_snippet: Callable[[str], tuple[int, str]],
 ) -> None:
-    status, report = _mypy(
-        tmp_path,
-        monkeypatch,
+    status, report = mypy_snippet(
         """
         from ledger import Event, Ref
 
