@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.errors import SinkClosed, StorageError, ValidationError
+from ledger.fsync import fsync_path
 from ledger.model import Event
 from ledger.sinks.base import Closing, check_path
 
@@ -52,7 +53,7 @@ class JSONLSink(Closing):
             ) from exc
         self._lock = threading.Lock()
         if fsync and not existed:
-            _fsync_dir(self.path.parent)
+            fsync_path(self.path.parent, best_effort=True)
 
     def record(self, event: Event) -> None:
         """Append ``event`` as one line (one ``os.write``); fsync first if asked."""
@@ -98,19 +99,6 @@ def _why(path: Path, exc: OSError) -> str:
     if not path.parent.is_dir():
         return f"the folder {path.parent} does not exist; create it first"
     return str(exc)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platform without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        log.debug("cannot fsync directory %s", directory)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError, ValidationError
+from ledger.fsync import fsync_path
 from ledger.typed.compaction_plan import (
     PLAN_VERSION,
     RejectedPlanError,
@@ -326,7 +327,7 @@ def _publish(
     write_state(store, name, plan, now)
     for seg_id in removed:
         (directory / f"{seg_id}.jsonl").unlink(missing_ok=True)
-    _fsync_dir(directory)
+    fsync_path(directory)
     log.info("applied compaction %s of ledger %s", plan["plan_id"], name)
 
 
@@ -340,14 +341,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- the state file -----------------------------------------------------------------------

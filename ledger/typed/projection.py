@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger.errors import LedgerError, ReplayError
+from ledger.fsync import fsync_path
 from ledger.typed.config import KEY_RE, LedgerConfig, LedgerDef
 from ledger.typed.records import MAX_SAFE_INTEGER, canonical_json
 from ledger.typed.reducers import ReplayResult, TableSpec, replay
@@ -285,19 +286,11 @@ def _write_atomically(
             conn.execute("COMMIT")
         finally:
             conn.close()
-        _fsync(temp)
+        fsync_path(temp)
         os.chmod(temp, 0o444)
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fill(

@@ -1,4 +1,4 @@
-"""Writing shard files: segment splitting, fsynced temporary files, directory fsync.
+"""Writing shard files: segment splitting and fsynced temporary files.
 
 Used by :class:`ledger.typed.store.ShardStore`; a shard is written to a temporary file in
 its final directory, fsynced, then renamed into place by the store.
@@ -13,7 +13,7 @@ from pathlib import Path
 from ledger.errors import RecordError
 from ledger.typed.records import Record
 
-__all__ = ["fsync_dir", "split_segments", "write_temp_shard"]
+__all__ = ["split_segments", "write_temp_shard"]
 
 
 def split_segments(records: Sequence[Record], limit: int) -> list[list[Record]]:
@@ -50,12 +50,3 @@ def write_temp_shard(temp: Path, file_name: str, records: Sequence[Record]) -> l
         handle.flush()
         os.fsync(handle.fileno())
     return located
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

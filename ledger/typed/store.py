@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger.errors import RecordError
+from ledger.fsync import fsync_path
 from ledger.typed.config import LedgerConfig, check_ledger_name
 from ledger.typed.order import order_records
 from ledger.typed.records import (
@@ -46,7 +47,7 @@ from ledger.typed.records import (
     new_record_id,
     parse_line,
 )
-from ledger.typed.shard_writer import fsync_dir, split_segments, write_temp_shard
+from ledger.typed.shard_writer import split_segments, write_temp_shard
 
 __all__ = ["MAX_SHARDS", "Diagnostic", "Reconstruction", "ShardFile", "ShardStore"]
 
@@ -349,7 +350,7 @@ class ShardStore:
                 staged.append((temp, directory / file_name))
             for temp, final in reversed(staged):
                 os.replace(temp, final)
-            fsync_dir(directory)
+            fsync_path(directory)
         finally:
             for temp, _ in staged:
                 temp.unlink(missing_ok=True)
