@@ -14,7 +14,7 @@ from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING
 
-from ledger.report_model import run_outcome
+from ledger.report_model import Finding, run_outcome
 from ledger.timefmt import format_time
 
 if TYPE_CHECKING:
@@ -78,6 +78,12 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], empty: str)
         return f'<p class="muted">{escape(empty)}</p>'
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _findings(findings: Iterable[Finding], empty: str) -> str:
+    """A table of findings (time, run, call, tool, detail)."""
+    rows = ((_Time(_h(f.time)), _Id(f.run_id), _Id(f.call_id), f.tool, f.detail) for f in findings)
+    return _table(("time (UTC)", "run", "call", "tool", "detail"), rows, empty)
 
 
 def _label(moment: datetime, width_s: float, span_days: float) -> str:
@@ -240,21 +246,10 @@ def _sections(r: ComplianceReport) -> list[str]:
             "No denials in the window.",
         ),
         "<h2>Allowed actions with no recorded result</h2>",
-        _table(
-            ("time (UTC)", "run", "call", "tool", "detail"),
-            (
-                (_Time(_h(f.time)), _Id(f.run_id), _Id(f.call_id), f.tool, f.detail)
-                for f in r.missing_results
-            ),
-            "Every allowed action has a recorded result.",
-        ),
+        _findings(r.missing_results, "Every allowed action has a recorded result."),
         "<h2>Non-safe actions that ran without a committed intent</h2>",
-        _table(
-            ("time (UTC)", "run", "call", "tool", "detail"),
-            (
-                (_Time(_h(f.time)), _Id(f.run_id), _Id(f.call_id), f.tool, f.detail)
-                for f in r.unsafe_without_intent
-            ),
+        _findings(
+            r.unsafe_without_intent,
             "None: zero non-safe actions ran without a committed intent.",
         ),
         "<h2>Content-hash check</h2>",
