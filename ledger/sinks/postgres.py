@@ -24,7 +24,9 @@ PostgreSQL acknowledged the ``COMMIT``. With the server's defaults
 first, so an acknowledged record survives a crash of either process and a power loss; a
 server configured with ``synchronous_commit=off`` or ``fsync=off`` weakens that, and a
 synchronous standby strengthens it. A connection lost during a write raises
-``StorageError`` and leaves no partial row (one transaction per write).
+``StorageError`` and leaves no partial row (one transaction per write); it is never
+retried behind the caller's back. An engine made by ``open`` pings a pooled connection
+before lending it (``pool_pre_ping``), so one that died while idle is replaced first.
 
 Commit order. Writers take a shared transaction-level advisory lock before inserting;
 each page of ``events(...)`` first takes the same lock exclusively, which waits for the
@@ -122,7 +124,7 @@ class PostgresSink(SQLReader):
     @classmethod
     def open(cls, dsn: str, *, schema: str | None = None, **engine_options: Any) -> PostgresSink:
         """A sink that owns a new engine for ``dsn`` (closed with the sink)."""
-        options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20}
+        options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
         options.update(engine_options)
         url = engine_url(dsn)
         try:
@@ -162,20 +164,23 @@ class PostgresSink(SQLReader):
 
     def commit_action(self, event: Event) -> None:
         """Validate ``event`` as a self-explaining action, then store it durably."""
+        self._check_writable()
         validate_action(event)
         self._write(lambda: [event_row(event)])
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
+        self._check_writable()
         rows = [event_row(e) for e in check_events(events)]
-        if self._closed:
-            raise SinkClosed("PostgreSQL sink is closed; open a new one to write")
         if rows:
             self._write(lambda: rows)
 
-    def _write(self, make: Callable[[], list[Row]]) -> None:
+    def _check_writable(self) -> None:
         if self._closed:
             raise SinkClosed("PostgreSQL sink is closed; open a new one to write")
+
+    def _write(self, make: Callable[[], list[Row]]) -> None:
+        self._check_writable()
         if self._conn is None:
             self._committer.submit(make)
             return
@@ -192,15 +197,25 @@ class PostgresSink(SQLReader):
             raise StorageError(f"PostgreSQL ledger write refused: {exc}") from exc
 
     def _callers_revision(self) -> str | None:
-        """The schema revision read on the caller's connection, leaving it as it was:
-        a transaction begun only for this read is ended, so ``conn.begin()`` still works."""
+        """The schema revision read on the caller's connection, leaving it as it was."""
+        with self._borrowed_read() as conn:
+            return current_revision(conn, self.schema)
+
+    @contextmanager
+    def _borrowed_read(self) -> Iterator[sa.Connection]:
+        """The caller's connection for one read, left as it was found: a transaction
+        begun only for this read (SQLAlchemy begins one at the first statement) is
+        ended, so the caller's ``conn.begin()`` still works afterwards."""
         conn = self._callers_conn()
         began = not conn.in_transaction()
         try:
-            return current_revision(conn, self.schema)
+            yield conn
         finally:
             if began and conn.in_transaction():
                 conn.rollback()
+
+    def _borrowed(self) -> bool:
+        return self._conn is not None
 
     def _callers_conn(self) -> sa.Connection:
         conn = self._conn
@@ -239,19 +254,13 @@ class PostgresSink(SQLReader):
             raise _not_acknowledged(exc) from exc
 
     def _insert_all(self, rows: list[Row]) -> None:
-        """One transaction. A failure before ``COMMIT`` was sent (a pooled connection
-        found dead, say) leaves nothing written, so that case is retried once."""
-        for attempt in (1, 2):
-            with self._engine.connect() as conn:
-                try:
-                    self._insert(conn, rows)
-                except sa.exc.DBAPIError as exc:
-                    if attempt == 2 or not exc.connection_invalidated:
-                        raise
-                    log.info("PostgreSQL ledger: dead pooled connection replaced; retrying")
-                    continue
-                conn.commit()
-                return
+        """One transaction. A connection lost on the way raises (nothing is retried: the
+        caller hears of it, and the transaction that did not commit left no row); the
+        engines the sink opens check a pooled connection before lending it, so one that
+        died idle (a server restart, say) is replaced without a failed write."""
+        with self._engine.connect() as conn:
+            self._insert(conn, rows)
+            conn.commit()
 
     def _write_each(self, items: list[list[Row]]) -> list[BaseException | None]:
         errors: list[BaseException | None] = []
@@ -285,7 +294,8 @@ class PostgresSink(SQLReader):
             raise SinkClosed("PostgreSQL sink is closed; open a new one to read")
         try:
             if self._conn is not None:
-                yield self._callers_conn()
+                with self._borrowed_read() as conn:
+                    yield conn
                 return
             with self._engine.connect() as conn:
                 yield conn

@@ -171,3 +171,86 @@ def test_backends_terminated_at_random_moments_lose_nothing_acknowledged(
     stored = {str(e.event_id) for e in reader.events(run_id=run_id)}  # every row parses
     assert set(acked) <= stored <= set(acked) | set(failed)
     sink.close()
+
+
+def test_reads_leave_the_callers_connection_as_they_found_it(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    """Every read on a borrowed connection leaves it usable: no execution options changed,
+    no transaction left open when there was none, the caller's own transaction kept."""
+    writer = pg_store.open()
+    act = action(run_id)
+    writer.commit_action(act)
+    table = f'"{pg_store.schema}".jobs'
+    pg_store.sql(f"CREATE TABLE {table} (n integer)")
+    with pg_engine.connect() as conn:
+        sink = PostgresSink(conn, schema=pg_store.schema)
+        options = dict(conn.get_execution_options())
+        reads = [
+            lambda: sink.get(act.event_id),
+            lambda: list(sink.events(run_id=run_id)),
+            lambda: sink.chain(run_id),
+            lambda: list(sink.runs()),
+        ]
+        for read in reads:
+            read()
+            assert not conn.in_transaction()
+            assert dict(conn.get_execution_options()) == options
+        with conn.begin():  # the caller's transaction, with reads and a write inside it
+            conn.execute(sa.text(f"INSERT INTO {table} VALUES (1)"))
+            for read in reads:
+                read()
+            assert conn.in_transaction()
+            conn.execute(sa.text(f"INSERT INTO {table} VALUES (2)"))
+            sink.record(request_event(run_id))
+        summaries = sink.runs()
+        next(summaries)
+        conn.execute(sa.text(f"INSERT INTO {table} VALUES (3)"))  # between two summaries
+        conn.commit()
+        list(summaries)
+    assert [n for (n,) in pg_store.sql(f"SELECT n FROM {table} ORDER BY n")] == [1, 2, 3]
+    assert len(list(writer.events(run_id=run_id))) == 2
+
+
+@pytest.mark.slow
+def test_a_connection_lost_while_waiting_raises_and_is_not_retried(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    """A writer blocked inside its insert (a reader holds the writers' lock) whose backend
+    the server terminates hears of it: commit_action raises and no row is left, even
+    though the lock is released right after."""
+    sink = PostgresSink.open(pg_store.dsn, schema=pg_store.schema)
+    ev = action(run_id)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            sink.commit_action(ev)
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+
+    with pg_engine.connect() as admin:
+        admin.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": sink._key})
+        writer = threading.Thread(target=commit)
+        writer.start()
+        waiting = sa.text(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE '%ledger_lock%'"
+        )
+        deadline = time.monotonic() + 10
+        pids: list[int] = []
+        while not pids and time.monotonic() < deadline:
+            pids = list(admin.execute(waiting).scalars())
+            admin.commit()
+            time.sleep(0.01)
+        assert len(pids) == 1, "the writer never waited on the lock"
+        admin.execute(sa.text("SELECT pg_terminate_backend(:p, 5000)"), {"p": pids[0]})
+        admin.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": sink._key})
+        admin.commit()
+        writer.join(10)
+    assert len(errors) == 1 and isinstance(errors[0], StorageError)
+    assert "not acknowledged" in str(errors[0])
+    with pytest.raises(EventNotFound):
+        pg_store.open().get(ev.event_id)
+    sink.commit_action(action(run_id, "after"))  # the next write takes a live connection
+    sink.close()
