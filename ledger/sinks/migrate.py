@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,6 +126,27 @@ def _check_known(found: str | None, head: str) -> None:
             f"the database's ledger schema is at revision {found!r}, newer than this code "
             f"knows (newest: {head!r}); upgrade agentledger to read or write it"
         )
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse (``SchemaVersionError``) an existing SQLite file stamped with a revision
+    this code does not know, reading it read-only: it is checked before any connection
+    that could write to it (turning WAL on, say), so a newer database is left unchanged.
+    Anything else (no file, no version table, not a database) is left to the normal open."""
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return
+    try:
+        rows = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
+    except sqlite3.Error:
+        return
+    finally:
+        conn.close()
+    if len(rows) == 1:
+        _check_known(str(rows[0][0]), HEAD)
 
 
 def upgrade(url: str, *, schema: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""The SQL sinks' shared SQLAlchemy Core schema, row mapping and read queries.
+"""The SQL sinks' shared SQLAlchemy Core schema and read queries (rows: :mod:`.rows`).
 
 One table, ``events`` (changed only through the Alembic revisions in
 ``ledger/migrations``)::
@@ -21,9 +21,8 @@ Reading: ``chain`` orders a run's rows by event id (ULIDs minted as the events w
 the order things happened), ``events`` by ``seq`` (commit order, so tailing is safe);
 never by producer time (the reference's ``ts``-then-id order could disagree with what
 happened, its defect 7).
-Rows decode through ``Event.from_json``: JSON the sink wrote is compact and takes the
-fast path (every field still checked); anything else, a hand-edited row included, takes
-the exact scanner, and a row that does not parse raises ``CorruptRecord`` naming it.
+Rows decode through :func:`ledger.sinks.rows.parse_row`: a row that does not parse, or
+whose filter columns disagree with its JSON, raises ``CorruptRecord`` naming it.
 Every sink guarantees that ``seq`` order is commit order, so a reader tailing with
 ``events(after=...)`` never skips a row that committed late.
 """
@@ -34,42 +33,43 @@ import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 from ulid import ULID
 
-from ledger.canonical import sha256_of
 from ledger.chain import Chain, assemble_chain
-from ledger.errors import CanonicalizationError, CorruptRecord, EventNotFound, ValidationError
-from ledger.eventjson import encode_event_hashed
+from ledger.errors import CorruptRecord, EventNotFound, ValidationError
 from ledger.ids import coerce_event_id
 from ledger.model import Event, Kind, Verdict
 from ledger.sinks.base import Closing, RunSummary, check_limit, check_text
-from ledger.timefmt import coerce_time
+from ledger.sinks.rows import (
+    COLUMNS,
+    READ_COLUMNS,
+    content_hash,
+    event_row,
+    from_micros,
+    parse_row,
+    to_micros,
+)
 
 __all__ = [
     "COLUMNS",
     "PAGE_SIZE",
+    "READ_COLUMNS",
     "SQLReader",
+    "content_hash",
     "event_row",
     "events_table",
+    "from_micros",
     "parse_row",
+    "to_micros",
 ]
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ZERO_TEXT = "0" * 26
-_MICRO = timedelta(microseconds=1)
-_ID_PREFIX = '{"event_id":"'
-COLUMNS = (
-    "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err",
-    "event_json", "content_hash",
-)  # fmt: skip
 
 
 def events_table(schema: str | None = None) -> sa.Table:
@@ -102,75 +102,13 @@ def events_table(schema: str | None = None) -> sa.Table:
     )
 
 
-def to_micros(value: datetime, field: str = "time") -> int:
-    """``value`` (aware) as Unix microseconds; ``ValidationError`` naming ``field``."""
-    return (coerce_time(value, field=field) - _EPOCH) // timedelta(microseconds=1)
-
-
-def from_micros(value: int) -> datetime:
-    """Unix microseconds as an aware UTC datetime."""
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def content_hash(event_json: str) -> str | None:
-    """``sha256:`` of the RFC 8785 form of ``event_json``; None when it has no such form
-    (an integer beyond 2^53 in args, say): the event is still stored, unhashed."""
-    try:
-        return sha256_of(orjson.loads(event_json), profile="rfc8785")
-    except (CanonicalizationError, orjson.JSONDecodeError) as exc:
-        log.warning("event stored without a content hash: %s", exc)
-        return None
-
-
-def event_row(event: Event) -> tuple[Any, ...]:
-    """The row values for ``event``, in :data:`COLUMNS` order.
-
-    Refuses a zero ULID (``ValidationError``): an id that cannot identify anything.
-    The content hash is built from the event's fields along with the JSON
-    (:func:`ledger.eventjson.encode_event_hashed`; equal to :func:`content_hash` of the
-    JSON); when a part has no RFC 8785 form the JSON itself goes through
-    :func:`content_hash`, which says so in the log.
-    """
-    if not isinstance(event, Event):
-        raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
-    text, event_id, digest = encode_event_hashed(event)
-    if event_id == _ZERO_TEXT:
-        raise ValidationError("event_id: the zero ULID is refused; give a fresh new_event_id()")
-    if digest is None:
-        digest = content_hash(text)
-    verdict = None if event.verdict is None else str(event.verdict)
-    micros = (event.time - _EPOCH) // _MICRO  # Event guarantees an aware UTC time
-    return (
-        event_id, event.run_id, event.call_id, str(event.kind), event.tool,
-        verdict, micros, bool(event.err), text, digest,
-    )  # fmt: skip
-
-
-def row_dicts(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
-    """Rows as ``{column: value}`` mappings, for Core ``insert``."""
-    return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+def _read(t: sa.Table) -> list[sa.ColumnElement[Any]]:
+    """The columns every read fetches, in :data:`READ_COLUMNS` order."""
+    return [t.c[name] for name in READ_COLUMNS]
 
 
 def _by_event_id(row: Any) -> str:
     return str(row[1])
-
-
-def parse_row(seq: int, event_id: str, text: str | bytes) -> Event:
-    """Decode one stored row; ``CorruptRecord`` naming the row when it does not parse."""
-    try:
-        event = Event.from_json(text)
-    except (ValidationError, RecursionError) as exc:  # RecursionError: absurd nesting
-        raise CorruptRecord(
-            f"events row seq={seq} (event_id {event_id}) does not parse as an event: {exc}; "
-            "the stored JSON was changed outside the ledger"
-        ) from None
-    stored_id = text[13:39] if isinstance(text, str) and text.startswith(_ID_PREFIX) else ""
-    if stored_id != event_id and str(event.event_id) != event_id:
-        raise CorruptRecord(
-            f"events row seq={seq}: column event_id {event_id} disagrees with the stored "
-            f"JSON's {event.event_id}; the row was changed outside the ledger"
-        )
-    return event
 
 
 def _member(enum: type[Kind] | type[Verdict], value: str, name: str) -> str:
@@ -179,6 +117,26 @@ def _member(enum: type[Kind] | type[Verdict], value: str, name: str) -> str:
     except ValueError:
         allowed = ", ".join(m.value for m in enum)
         raise ValidationError(f"{name}: {value!r} is not one of {allowed}") from None
+
+
+def _summary(row: Any) -> RunSummary:
+    try:
+        first, last = from_micros(row.first_us), from_micros(row.last_us)
+    except (TypeError, ValueError, OverflowError):
+        raise CorruptRecord(
+            f"events rows of run {row.run_id!r}: a time_us is not a time in microseconds "
+            f"({row.first_us!r}, {row.last_us!r}); the rows were changed outside the ledger"
+        ) from None
+    return RunSummary(
+        run_id=row.run_id,
+        first_time=first,
+        last_time=last,
+        events=int(row.events),
+        actions=int(row.actions or 0),
+        denials=int(row.denials or 0),
+        errors=int(row.errors or 0),
+        ended=bool(row.ended),
+    )
 
 
 class SQLReader(Closing):
@@ -197,6 +155,11 @@ class SQLReader(Closing):
         """Held around each ``events`` page query; PostgreSQL waits for writers."""
         return nullcontext()
 
+    def _borrowed(self) -> bool:
+        """True when reads go through a connection the caller owns (never held across
+        a ``yield``, so the caller can use it between two items)."""
+        return False
+
     def _check_open(self) -> None:
         """Raise ``SinkClosed`` now (``_reading`` does) when the sink was closed."""
         if getattr(self, "_closed", False):
@@ -210,12 +173,12 @@ class SQLReader(Closing):
         """
         key = str(coerce_event_id(event_id))
         t = self._table
-        query = sa.select(t.c.seq, t.c.event_json).where(t.c.event_id == key)
+        query = sa.select(*_read(t)).where(t.c.event_id == key)
         with self._reading() as conn:
             row = conn.execute(query).first()
         if row is None:
             raise EventNotFound(f"no event with id {key} is stored")
-        return parse_row(row[0], key, row[1])
+        return parse_row(row)
 
     def chain(self, run_id: str) -> Chain:
         """The run ``run_id`` assembled from its events ordered by event id; an unknown
@@ -228,14 +191,14 @@ class SQLReader(Closing):
         check_text(run_id, "run_id")  # "" is the events recorded outside any run
         t = self._table
         query = (
-            sa.select(t.c.seq, t.c.event_id, t.c.event_json)
+            sa.select(*_read(t))
             .where(t.c.run_id == run_id)
             .order_by(t.c.seq)  # served by the (run_id, seq) index; sorted by id below
         )
         with self._reading() as conn:
             fetched = conn.execute(query).all()
         rows = sorted(fetched, key=_by_event_id)  # Crockford text sorts as the ULID does
-        chain = assemble_chain(parse_row(s, i, j) for s, i, j in rows)
+        chain = assemble_chain(map(parse_row, rows))
         return chain if chain.run_id else replace(chain, run_id=run_id)
 
     def events(
@@ -271,15 +234,12 @@ class SQLReader(Closing):
         while remaining is None or remaining > 0:
             size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
             query = (
-                sa.select(t.c.seq, t.c.event_id, t.c.event_json)
-                .where(*where, t.c.seq > cursor)
-                .order_by(t.c.seq)
-                .limit(size)
+                sa.select(*_read(t)).where(*where, t.c.seq > cursor).order_by(t.c.seq).limit(size)
             )
             with self._reading() as conn, self._page_guard(conn):
                 rows = conn.execute(query).all()
-            for seq, event_id, text in rows:
-                yield parse_row(seq, event_id, text)
+            for row in rows:
+                yield parse_row(row)
             if len(rows) < size:
                 return
             cursor = rows[-1][0]
@@ -349,27 +309,13 @@ class SQLReader(Closing):
         return self._summaries(query)
 
     def _summaries(self, query: sa.Select[Any]) -> Iterator[RunSummary]:
-        with self._reading() as conn:
-            result = conn.execution_options(yield_per=PAGE_SIZE).execute(query)
-            for row in result:
-                try:
-                    first, last = from_micros(row.first_us), from_micros(row.last_us)
-                except (TypeError, ValueError, OverflowError):
-                    raise CorruptRecord(
-                        f"events rows of run {row.run_id!r}: a time_us is not a time in "
-                        f"microseconds ({row.first_us!r}, {row.last_us!r}); the rows were "
-                        "changed outside the ledger"
-                    ) from None
-                yield RunSummary(
-                    run_id=row.run_id,
-                    first_time=first,
-                    last_time=last,
-                    events=int(row.events),
-                    actions=int(row.actions or 0),
-                    denials=int(row.denials or 0),
-                    errors=int(row.errors or 0),
-                    ended=bool(row.ended),
-                )
+        if self._borrowed():  # the caller's connection: read, end the read, then yield
+            with self._reading() as conn:
+                rows = conn.execute(query).all()
+            yield from map(_summary, rows)
+            return
+        with self._reading() as conn:  # a connection of our own, streamed in pages
+            yield from map(_summary, conn.execute(query.execution_options(yield_per=PAGE_SIZE)))
 
     def _runs_query(self, where: list[Any], limit: int | None) -> sa.Select[Any]:
         t = self._table

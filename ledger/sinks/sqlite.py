@@ -42,7 +42,12 @@ from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationEr
 from ledger.model import Event
 from ledger.sinks.base import check_events, check_path, validate_action
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.migrate import current_revision, ensure_schema, head_revision
+from ledger.sinks.migrate import (
+    check_sqlite_file,
+    current_revision,
+    ensure_schema,
+    head_revision,
+)
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
 
 __all__ = ["SQLiteSink", "path_from_url"]
@@ -113,6 +118,7 @@ class SQLiteSink(SQLReader):
             )
         self._busy_ms = int(min(_seconds(busy_timeout, "busy_timeout"), 86400.0) * 1000)
         self._lock_wait = _seconds(lock_wait, "lock_wait")
+        check_sqlite_file(self.path)  # a newer database is refused before anything writes
         self._table = events_table()
         self._engine = sa.create_engine(
             # built, not parsed: a "?" or "%20" in the file name stays in the file name
@@ -206,20 +212,23 @@ class SQLiteSink(SQLReader):
 
     def commit_action(self, event: Event) -> None:
         """Validate ``event`` as a self-explaining action, then store it durably."""
+        self._check_writable()
         validate_action(event)
         self._submit(lambda: [event_row(event)])
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
+        self._check_writable()
         rows = [event_row(e) for e in check_events(events)]
-        if self._closed:
-            raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one to write")
         if rows:
             self._submit(lambda: rows)
 
-    def _submit(self, make: Callable[[], list[Row]]) -> None:
+    def _check_writable(self) -> None:
         if self._closed:
             raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one to write")
+
+    def _submit(self, make: Callable[[], list[Row]]) -> None:
+        self._check_writable()
         self._committer.submit(make)
 
     def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
@@ -264,25 +273,21 @@ class SQLiteSink(SQLReader):
             raise
         return errors
 
-    def _insert(self, conn: sqlite3.Connection, rows: list[Row]) -> BaseException | None:
+    def _insert_savepoint(self, conn: sqlite3.Connection, rows: list[Row]) -> BaseException | None:
+        """Insert one caller's rows in a savepoint; on a duplicate, undo them first and
+        then name the ids (so the batch's own rows are not mistaken for stored ones)."""
+        conn.execute("SAVEPOINT ledger_item")
         try:
             if len(rows) == 1:
                 conn.execute(_INSERT, rows[0])
             else:
                 conn.executemany(_INSERT, rows)
         except sqlite3.IntegrityError as exc:
-            return self._duplicate(conn, rows, exc)
-        return None
-
-    def _insert_savepoint(self, conn: sqlite3.Connection, rows: list[Row]) -> BaseException | None:
-        if len(rows) == 1:  # one statement is atomic on its own: no savepoint needed
-            return self._insert(conn, rows)
-        conn.execute("SAVEPOINT ledger_item")
-        error = self._insert(conn, rows)
-        if error is not None:
             conn.execute("ROLLBACK TO ledger_item")
+            conn.execute("RELEASE ledger_item")
+            return self._duplicate(conn, rows, exc)
         conn.execute("RELEASE ledger_item")
-        return error
+        return None
 
     def _duplicate(
         self, conn: sqlite3.Connection, rows: list[Row], exc: sqlite3.IntegrityError
@@ -290,13 +295,13 @@ class SQLiteSink(SQLReader):
         ids = [r[0] for r in rows]
         if len(rows) == 1:
             return DuplicateEvent(f"event {ids[0]} is already stored; the stored one is unchanged")
-        marks = ",".join("?" * min(len(ids), 500))
-        found = [
-            r[0]
-            for r in conn.execute(
-                f"SELECT event_id FROM events WHERE event_id IN ({marks})", ids[:500]
-            )
-        ]
+        found: list[str] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            query = f"SELECT event_id FROM events WHERE event_id IN ({','.join('?' * len(part))})"
+            found += [r[0] for r in conn.execute(query, part)]
+            if len(found) >= 5:
+                break
         named = ", ".join(found[:5]) or "repeated inside the batch"
         return DuplicateEvent(
             f"batch refused, nothing of it stored: event ids already stored: {named} ({exc})"

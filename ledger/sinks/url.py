@@ -34,6 +34,7 @@ def open_sink(url: str) -> Sink:
     if not isinstance(url, str):
         raise ValidationError(f"sink URL: expected a string, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower()
+    url = scheme + url[len(scheme) :]  # schemes are case-insensitive (RFC 3986)
     if scheme == "discard":
         return DiscardSink()
     if scheme == "jsonl":

@@ -298,6 +298,64 @@ def test_a_hand_edited_row_names_itself(store: Store, run_id: str) -> None:
         sink.get(act.event_id)
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("run_id", "another-run"),
+        ("call_id", "c9"),
+        ("kind", "tool_result"),
+        ("tool", "read_file"),
+        ("verdict", "denied"),
+        ("time_us", 0),
+        ("has_err", True),
+    ],
+)
+def test_a_hand_edited_column_is_not_returned_by_filters(
+    store: Store, run_id: str, column: str, value: object
+) -> None:
+    """A filter column edited by hand no longer matches the row's JSON: the row is
+    reported (naming the column) instead of being returned under the edited value."""
+    sink = store.open()
+    act = action(run_id)
+    sink.commit_action(act)
+    store.sql(
+        f"UPDATE {{p}}events SET {column} = :v WHERE event_id = :i", v=value, i=str(act.event_id)
+    )
+    with pytest.raises(CorruptRecord, match=f"column {column} is") as info:
+        sink.get(act.event_id)
+    assert str(act.event_id) in str(info.value)
+    with pytest.raises(CorruptRecord, match=column):
+        list(sink.events())
+    chain_run = value if column == "run_id" else run_id
+    with pytest.raises(CorruptRecord, match=column):
+        sink.chain(str(chain_run))
+
+
+def test_a_closed_sink_refuses_every_write_before_checking_it(store: Store) -> None:
+    sink = store.open()
+    sink.close()
+    with pytest.raises(SinkClosed):
+        sink.commit_action(Event(kind="prompt"))  # not self-explaining: closed comes first
+    with pytest.raises(SinkClosed):
+        sink.record_many(["not an event"])  # type: ignore[list-item]
+    with pytest.raises(SinkClosed):
+        sink.record(request_event("r"))
+
+
+def test_a_duplicate_in_a_big_batch_is_named(store: Store, run_id: str) -> None:
+    """Beyond one statement's rows, the refusal still names the stored id, and only it."""
+    sink = store.open()
+    old = action(run_id, "old")
+    sink.commit_action(old)
+    batch = [request_event(run_id) for _ in range(2100)] + [old]
+    with pytest.raises(DuplicateEvent) as info:
+        sink.record_many(batch)
+    if store.path is not None:  # SQLite names the ids it found (PostgreSQL quotes the server)
+        assert str(old.event_id) in str(info.value)
+        assert all(str(e.event_id) not in str(info.value) for e in batch[:-1])
+    assert [e.event_id for e in sink.events(run_id=run_id)] == [old.event_id]
+
+
 def test_a_newer_schema_is_refused(store: Store) -> None:
     store.open().close()
     store.sql("UPDATE {p}ledger_schema_version SET version_num = '9999_from_the_future'")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.sinks import SQLiteSink
+from ledger import SchemaVersionError
+from ledger.sinks import SQLiteSink, open_sink
 from ledger.sinks.sql import COLUMNS, event_row
 
 from .conftest import Store
@@ -106,7 +107,8 @@ def test_tail_never_skips_a_row_that_commits_late(sqlite_store: Store, run_id: s
 _OPENER = """
 import sys
 from ledger.model import Event, Kind
-from ledger.sinks import SQLiteSink
+from ledger import SchemaVersionError
+from ledger.sinks import SQLiteSink, open_sink
 with SQLiteSink(sys.argv[1]) as sink:
     sink.record(Event(kind=Kind.PROMPT, run_id="opener"))
 """
@@ -124,3 +126,23 @@ def test_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
     with SQLiteSink(path) as sink:
         assert len(list(sink.events(run_id="opener"))) == 4
+
+
+def test_a_newer_database_is_refused_unchanged(tmp_path: Path) -> None:
+    """The version is read read-only first: a refused file keeps every byte and its
+    journal mode (nothing turned WAL on)."""
+    path = tmp_path / "newer.db"
+    SQLiteSink(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("UPDATE ledger_schema_version SET version_num = '0099_from_the_future'")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError, match="newer than this code"):
+        SQLiteSink(path)
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists()
+    with pytest.raises(SchemaVersionError):
+        open_sink(f"sqlite:///{path}")
+    assert path.read_bytes() == before

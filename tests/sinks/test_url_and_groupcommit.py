@@ -30,6 +30,9 @@ def test_open_sink_sqlite_relative_and_absolute(
     with open_sink("jsonl:///rel.jsonl") as sink:
         assert isinstance(sink, JSONLSink) and not sink.fsync
     assert isinstance(open_sink("discard:"), DiscardSink)
+    with open_sink("SQLite:///upper.db") as sink:  # schemes are case-insensitive
+        assert isinstance(sink, SQLiteSink) and sink.path == tmp_path / "upper.db"
+    assert isinstance(open_sink("DISCARD:"), DiscardSink)
 
 
 @pytest.mark.parametrize("url", ["mysql://x/y", "jsonl://host/x", "nonsense"])

@@ -1,0 +1,154 @@
+"""The events table's rows: an ``Event`` to its row values, and a stored row back.
+
+>>> row = event_row(event)          # values in COLUMNS order, content hash included
+>>> parse_row(stored)               # a row of READ_COLUMNS back to its Event  # doctest: +SKIP
+
+``event_row`` writes ``event.to_json()`` (the truth) and beside it the columns that
+queries filter on, plus the ``sha256:`` content hash of the JSON's RFC 8785 form.
+``parse_row`` decodes the JSON through ``Event.from_json`` (what this module wrote is
+compact and takes the fast path, every field still checked; anything else, a hand-edited
+row included, takes the exact scanner) and checks the filter columns against it: a row
+that does not parse, or whose columns disagree with its JSON, raises ``CorruptRecord``
+naming the row.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from ledger.canonical import sha256_of
+from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
+from ledger.eventjson import encode_event_hashed
+from ledger.model import Event
+from ledger.timefmt import coerce_time
+
+__all__ = [
+    "COLUMNS",
+    "READ_COLUMNS",
+    "content_hash",
+    "event_row",
+    "from_micros",
+    "parse_row",
+    "row_dicts",
+    "to_micros",
+]
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ZERO_TEXT = "0" * 26
+_MICRO = timedelta(microseconds=1)
+_ID_PREFIX = '{"event_id":"'
+COLUMNS = (
+    "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err",
+    "event_json", "content_hash",
+)  # fmt: skip
+
+
+READ_COLUMNS = (
+    "seq", "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err",
+    "event_json",
+)  # fmt: skip
+
+
+def to_micros(value: datetime, field: str = "time") -> int:
+    """``value`` (aware) as Unix microseconds; ``ValidationError`` naming ``field``."""
+    return (coerce_time(value, field=field) - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_micros(value: int) -> datetime:
+    """Unix microseconds as an aware UTC datetime."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def content_hash(event_json: str) -> str | None:
+    """``sha256:`` of the RFC 8785 form of ``event_json``; None when it has no such form
+    (an integer beyond 2^53 in args, say): the event is still stored, unhashed."""
+    try:
+        return sha256_of(orjson.loads(event_json), profile="rfc8785")
+    except (CanonicalizationError, orjson.JSONDecodeError) as exc:
+        log.warning("event stored without a content hash: %s", exc)
+        return None
+
+
+def event_row(event: Event) -> tuple[Any, ...]:
+    """The row values for ``event``, in :data:`COLUMNS` order.
+
+    Refuses a zero ULID (``ValidationError``): an id that cannot identify anything.
+    The content hash is built from the event's fields along with the JSON
+    (:func:`ledger.eventjson.encode_event_hashed`; equal to :func:`content_hash` of the
+    JSON); when a part has no RFC 8785 form the JSON itself goes through
+    :func:`content_hash`, which says so in the log.
+    """
+    if not isinstance(event, Event):
+        raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
+    text, event_id, digest = encode_event_hashed(event)
+    if event_id == _ZERO_TEXT:
+        raise ValidationError("event_id: the zero ULID is refused; give a fresh new_event_id()")
+    if digest is None:
+        digest = content_hash(text)
+    verdict = None if event.verdict is None else str(event.verdict)
+    micros = (event.time - _EPOCH) // _MICRO  # Event guarantees an aware UTC time
+    return (
+        event_id, event.run_id, event.call_id, str(event.kind), event.tool,
+        verdict, micros, bool(event.err), text, digest,
+    )  # fmt: skip
+
+
+def row_dicts(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Rows as ``{column: value}`` mappings, for Core ``insert``."""
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+
+
+def parse_row(row: Any) -> Event:
+    """Decode one stored row (its :data:`READ_COLUMNS`); ``CorruptRecord`` naming the row
+    when its JSON does not parse as an event, or when a column that queries filter on
+    (id, run, call, kind, tool, verdict, time, error flag) disagrees with that JSON: a
+    hand-edited row must not be returned by a filter it no longer matches."""
+    seq, event_id, text = row[0], row[1], row[-1]
+    try:
+        event = Event.from_json(text)
+    except (ValidationError, RecursionError) as exc:  # RecursionError: absurd nesting
+        raise CorruptRecord(
+            f"events row seq={seq} (event_id {event_id}) does not parse as an event: {exc}; "
+            "the stored JSON was changed outside the ledger"
+        ) from None
+    stored_id = text[13:39] if isinstance(text, str) and text.startswith(_ID_PREFIX) else ""
+    if stored_id != event_id and str(event.event_id) != event_id:
+        raise CorruptRecord(
+            f"events row seq={seq}: column event_id {event_id} disagrees with the stored "
+            f"JSON's {event.event_id}; the row was changed outside the ledger"
+        )
+    _, _, run_id, call_id, kind, tool, verdict, time_us, has_err, _ = row
+    if (
+        event.run_id != run_id
+        or event.call_id != call_id
+        or event.kind != kind
+        or event.tool != tool
+        or event.verdict != verdict
+        or (event.time - _EPOCH) // _MICRO != time_us
+        or bool(event.err) != bool(has_err)
+    ):
+        raise CorruptRecord(_disagreement(event, row))
+    return event
+
+
+def _disagreement(event: Event, row: Any) -> str:
+    """The message for a row whose columns disagree with its JSON, naming each column."""
+    seq, event_id, run_id, call_id, kind, tool, verdict, time_us, has_err, _ = row
+    expected = event_row(event)
+    found = {"run_id": run_id, "call_id": call_id, "kind": kind, "tool": tool,
+             "verdict": verdict, "time_us": time_us, "has_err": bool(has_err)}  # fmt: skip
+    wrong = [
+        f"{name} is {value!r} but the JSON says {expected[COLUMNS.index(name)]!r}"
+        for name, value in found.items()
+        if value != expected[COLUMNS.index(name)]
+    ]
+    return (
+        f"events row seq={seq} (event_id {event_id}): column {'; '.join(wrong)}; the row "
+        "was changed outside the ledger"
+    )
