@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
@@ -112,53 +113,57 @@ def _members(ev: Event, event_id: str, time: str) -> dict[str, Any]:
 
 def _hash_members(ev: Event, out: dict[str, Any]) -> str | None:
     """``sha256:`` of the RFC 8785 form of the members ``out`` of ``ev`` (changed in
-    place: raw ``args``/``result`` become their canonical forms), or None.
+    place: raw ``args``/``result`` become their canonical values), or None.
 
     Equal to ``sha256_of(orjson.loads(ev.to_json()), "rfc8785")`` (a property test says
     so) without parsing the whole JSON again: every key is ASCII, so RFC 8785 member
     order is ``orjson``'s sorted order (nested ref objects included); strings are valid
     Unicode (the ``Event`` checks it), which ``orjson`` writes exactly as RFC 8785 does;
-    ``args`` and ``result`` are canonicalized on their own, at their own depth."""
+    ``args`` and ``result`` are canonicalized on their own, at their own depth (a flat
+    object of safe values, the common case, is left to ``orjson`` as a value)."""
     if ev.duration_ms > MAX_SAFE_INTEGER:
         return None
-    if ev.args is not None:
-        if (args := _canonical_part(ev.args)) is None:
-            return None
-        out["args"] = orjson.Fragment(args)
-    if ev.result is not None:
-        if (result := _canonical_part(ev.result)) is None:
-            return None
-        out["result"] = orjson.Fragment(result)
+    for name, raw in (("args", ev.args), ("result", ev.result)):
+        if raw is not None:
+            if (part := _canonical_part(raw)) is None:
+                return None
+            out[name] = part
     return "sha256:" + hashlib.sha256(orjson.dumps(out, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def _canonical_part(raw: str) -> bytes | None:
-    """RFC 8785 bytes of the raw JSON ``raw`` as a member value of the event object; None
-    when it has no such form. Canonicalized inside a one-member object so it sits at the
-    same depth as in the event, and every depth rule applies exactly as there."""
+def _canonical_part(raw: str) -> Any:
+    """The raw JSON ``raw`` as a member value that ``orjson`` writes in its RFC 8785 form
+    (sorting keys): the parsed value when it is a flat object of safe values, else its
+    canonical bytes as a fragment; None when it has no RFC 8785 form. A fragment is
+    canonicalized inside a one-member object so it sits at the same depth as in the
+    event, and every depth rule applies exactly as there."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if type(value) is dict and "".join(value).isascii() and all(map(_flat_safe, value.values())):
+    if type(value) is dict and "".join(value).isascii() and _flat_safe(value.values()):
         # ledger.canonical's own fast rule for this simple case: ASCII keys sort as
         # UTF-16 does, and strings, safe integers, booleans and null are written by
         # orjson exactly as RFC 8785 writes them
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        return value
     try:
-        return canonical_bytes({"a": value}, "rfc8785")[5:-1]
+        return orjson.Fragment(canonical_bytes({"a": value}, "rfc8785")[5:-1])
     except CanonicalizationError:
         return None
 
 
-def _flat_safe(x: object) -> bool:
-    kind = type(x)
-    return (
-        kind is str
-        or x is None
-        or kind is bool
-        or (kind is int and -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER)  # type: ignore[operator]
-    )
+_FLAT_TYPES = frozenset((str, bool, type(None)))
+
+
+def _flat_safe(values: Collection[Any]) -> bool:
+    """True when every value is a string, a boolean, null or an integer within
+    +/-(2^53 - 1): values ``orjson`` writes exactly as RFC 8785 does."""
+    kinds = set(map(type, values))
+    if kinds <= _FLAT_TYPES:
+        return True
+    if kinds - _FLAT_TYPES != {int}:
+        return False
+    return all(-MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER for x in values if type(x) is int)
 
 
 def event_canonical_hash(ev: Event, event_id: str, time: str) -> str | None:

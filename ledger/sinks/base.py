@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 from ulid import ULID
 
 from ledger.errors import NotSelfExplaining, ValidationError
-from ledger.model import Event, Kind, Verdict
+from ledger.model import Event, Kind, RefSource, Verdict
 
 if TYPE_CHECKING:
     from ledger.chain import Chain
@@ -178,17 +178,27 @@ def validate_action(event: Event) -> None:
     """
     if not isinstance(event, Event):
         raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
+    args = event.args
+    if (  # the common case, checked in one expression; the details only when it fails
+        event.kind is Kind.ACTION
+        and event.run_id
+        and event.call_id
+        and event.tool
+        and args is not None
+        and args[:1] == "{"  # Event keeps args as JSON text, stripped: "{" is an object
+        and event.verdict is Verdict.ALLOWED
+        and any(ref.id and type(ref.source) is RefSource for ref in event.refs)
+    ):
+        return
     problems: list[str] = []
     if event.kind is not Kind.ACTION:
         problems.append(f"kind is {str(event.kind)!r}, must be 'action'")
     for name in ("run_id", "call_id", "tool"):
         if not getattr(event, name):
             problems.append(f"{name} is empty")
-    args = event.args
     if args is None:
         problems.append("args is missing (must be a JSON object)")
     elif not args.lstrip().startswith("{"):
-        # Event guarantees args is JSON text, so a leading brace means an object.
         problems.append(f"args must be a JSON object, got {args[:40]!r}")
     if event.verdict is not Verdict.ALLOWED:
         shown = "missing" if event.verdict is None else repr(str(event.verdict))

@@ -78,13 +78,21 @@ class GroupCommitter(Generic[T]):
         with self._lock:
             if self._closed:
                 raise SinkClosed("the sink is closed; open a new one to write")
-            self._arriving += 1
+            # Alone, with no concurrency lately: lead a batch of one without a ticket.
+            solo = self._last_batch == 1 and not (self._leading or self._pending or self._arriving)
+            if solo:
+                self._leading = True
+            else:
+                self._arriving += 1
+        if solo:
+            self._solo(make)
+            return
         try:
             ticket = _Ticket(make())
         except BaseException:
             with self._lock:
                 self._arriving -= 1
-                self._idle_cv.notify_all()
+                self._wake_closer()
             raise
         with self._lock:
             self._arriving -= 1
@@ -100,6 +108,28 @@ class GroupCommitter(Generic[T]):
             self._lead()
         if ticket.error is not None:
             raise ticket.error
+
+    def _solo(self, make: Callable[[], T]) -> None:
+        """The lone caller's path: build, write, hand the leadership on; callers that
+        arrived meanwhile are queued and the first of them leads the next batch."""
+        try:
+            errors = self._write([make()])
+        finally:
+            self._hand_over()
+        if len(errors) != 1:  # pragma: no cover - a write_batch bug
+            raise StorageError("group commit lost track of a record")
+        if errors[0] is not None:
+            raise errors[0]
+
+    def _hand_over(self) -> None:
+        """Give the leadership to the first waiting caller, or give it up."""
+        with self._lock:
+            successor = self._pending[0] if self._pending else None
+            if successor is None:
+                self._leading = False
+                self._wake_closer()
+        if successor is not None:
+            successor.wake.release()
 
     def _lead(self) -> None:
         """Write one batch (this thread holds the leadership), then wake its callers and
@@ -124,7 +154,7 @@ class GroupCommitter(Generic[T]):
                 successor = self._pending[0] if self._pending else None
                 if successor is None:
                     self._leading = False
-                    self._idle_cv.notify_all()
+                    self._wake_closer()
             for t in batch:  # every wake is still held: each is released exactly once
                 t.wake.release()
             if successor is not None:
@@ -143,6 +173,11 @@ class GroupCommitter(Generic[T]):
             errors = [StorageError("group commit lost track of a record")] * len(batch)
         for t, err in zip(batch, errors, strict=True):
             t.error, t.done = err, True
+
+    def _wake_closer(self) -> None:
+        """Tell a waiting :meth:`close` that the committer may be idle (lock held)."""
+        if self._closed:
+            self._idle_cv.notify_all()
 
     def close(self) -> None:
         """Refuse new submissions and let the writes already queued finish."""

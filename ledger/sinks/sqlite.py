@@ -246,7 +246,12 @@ class SQLiteSink(SQLReader):
                 (_INSERT, rows[0]) if len(rows) == 1 else (_insert_sql(len(rows)), _flat(rows))
             )
             try:
-                self._retry_busy(lambda: conn.execute(sql, params))
+                try:
+                    conn.execute(sql, params)
+                except sqlite3.OperationalError as exc:  # busy: another process writes
+                    if not _is_busy(exc):
+                        raise
+                    self._retry_busy(lambda: conn.execute(sql, params))
                 return [None] * len(items)
             except sqlite3.IntegrityError as exc:
                 if len(items) == 1:
