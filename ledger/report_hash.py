@@ -89,17 +89,22 @@ class HashCheck:
         }
 
 
+StoredRow = tuple[str, str, str, str | None, dict[str, Any]]
+
+
 def iter_stored_rows(
     reading: Reading,
     table: Any,
     *,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> Iterator[tuple[str, str, str, str | None]]:
-    """``(event_id, run_id, event_json, content_hash)`` of each row of the ``events``
-    ``table`` in the window, in commit order, paged; ``reading()`` gives a connection."""
+) -> Iterator[StoredRow]:
+    """``(event_id, run_id, event_json, content_hash, filter columns)`` of each row of
+    the ``events`` ``table`` in the window, in commit order, paged; ``reading()`` gives a
+    connection. The filter columns are ``{name: value}`` for ``FILTER_COLUMNS``."""
     import sqlalchemy as sa
 
+    from ledger.sinks.rows import FILTER_COLUMNS
     from ledger.sinks.sql import to_micros
 
     t: sa.Table = table
@@ -110,27 +115,35 @@ def iter_stored_rows(
         where.append(t.c.time_us < to_micros(until))
     cursor = 0
     while True:
+        columns = [t.c[name] for name in FILTER_COLUMNS]
         query = (
-            sa.select(t.c.seq, t.c.event_id, t.c.run_id, t.c.event_json, t.c.content_hash)
+            sa.select(t.c.seq, t.c.event_id, t.c.event_json, t.c.content_hash, *columns)
             .where(*where, t.c.seq > cursor)
             .order_by(t.c.seq)
             .limit(_PAGE)
         )
         with reading() as conn:
             rows = conn.execute(query).all()
-        for _seq, event_id, run_id, text, stored in rows:
-            yield event_id, run_id, text, stored
+        for _seq, event_id, text, stored, *values in rows:
+            found = dict(zip(FILTER_COLUMNS, values, strict=True))
+            yield event_id, found["run_id"], text, stored, found
         if len(rows) < _PAGE:
             return
         cursor = rows[-1][0]
 
 
-def _verify(event_id: str, text: str, stored: str | None) -> tuple[str | None, str]:
-    """``(computed hash, problem)``; problem is empty when the row is intact."""
+def _verify(
+    event_id: str, text: str, stored: str | None, found: dict[str, Any]
+) -> tuple[str | None, str]:
+    """``(computed hash, problem)``; problem is empty when the row is intact: its JSON
+    matches its content hash and names its event id, and its filter columns (``found``)
+    agree with the JSON."""
+    from ledger.sinks.rows import column_disagreements
     from ledger.sinks.sql import content_hash
 
     try:
-        named = orjson.loads(text).get("event_id")
+        obj = orjson.loads(text)
+        named = obj.get("event_id")
     except (orjson.JSONDecodeError, AttributeError):
         return None, "stored JSON does not parse as an event object"
     computed = content_hash(text)
@@ -142,17 +155,19 @@ def _verify(event_id: str, text: str, stored: str | None) -> tuple[str | None, s
         return computed, "stored JSON does not match its content hash: changed after writing"
     if named != event_id:
         return computed, f"stored JSON names event {named!r}, the row says {event_id!r}"
+    if wrong := column_disagreements(found, obj):
+        return computed, f"the row's columns disagree with its JSON: {'; '.join(wrong)}"
     return computed, ""
 
 
-def check_rows(rows: Iterable[tuple[str, str, str, str | None]]) -> HashCheck:
-    """Verify ``(event_id, run_id, event_json, content_hash)`` rows."""
+def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
+    """Verify rows as :func:`iter_stored_rows` gives them."""
     checked = 0
     count = 0
     listed: list[HashMismatch] = []
-    for event_id, run_id, text, stored in rows:
+    for event_id, run_id, text, stored, found in rows:
         checked += 1
-        computed, problem = _verify(event_id, text, stored)
+        computed, problem = _verify(event_id, text, stored, found)
         if not problem:
             continue
         count += 1

@@ -7,9 +7,9 @@
 queries filter on, plus the ``sha256:`` content hash of the JSON's RFC 8785 form.
 ``parse_row`` decodes the JSON through ``Event.from_json`` (what this module wrote is
 compact and takes the fast path, every field still checked; anything else, a hand-edited
-row included, takes the exact scanner) and checks the filter columns against it: a row
-that does not parse, or whose columns disagree with its JSON, raises ``CorruptRecord``
-naming the row.
+row included, takes the exact scanner): a row that does not parse raises
+``CorruptRecord`` naming it; filter columns that disagree with the JSON are logged, and
+the JSON (the truth) wins.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from ledger.canonical import sha256_of
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
 from ledger.eventjson import encode_event_hashed
 from ledger.model import Event
-from ledger.timefmt import coerce_time
+from ledger.timefmt import coerce_time, parse_time
 
 __all__ = [
     "COLUMNS",
+    "FILTER_COLUMNS",
     "READ_COLUMNS",
+    "column_disagreements",
     "content_hash",
     "event_row",
     "from_micros",
@@ -105,10 +107,14 @@ def row_dicts(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 
 def parse_row(row: Any) -> Event:
-    """Decode one stored row (its :data:`READ_COLUMNS`); ``CorruptRecord`` naming the row
-    when its JSON does not parse as an event, or when a column that queries filter on
-    (id, run, call, kind, tool, verdict, time, error flag) disagrees with that JSON: a
-    hand-edited row must not be returned by a filter it no longer matches."""
+    """Decode one stored row (its :data:`READ_COLUMNS`) into the event its JSON holds.
+
+    ``CorruptRecord`` naming the row when the JSON does not parse as an event or names
+    another event id. When a filter column (run, call, kind, tool, verdict, time, error
+    flag) disagrees with the JSON, the JSON is the truth: its event is returned and a
+    warning names the row and each column (``ledger report`` lists such rows), so a
+    reader that reaches the row through an edited column still sees what was written.
+    """
     seq, event_id, text = row[0], row[1], row[-1]
     try:
         event = Event.from_json(text)
@@ -133,22 +139,42 @@ def parse_row(row: Any) -> Event:
         or (event.time - _EPOCH) // _MICRO != time_us
         or bool(event.err) != bool(has_err)
     ):
-        raise CorruptRecord(_disagreement(event, row))
+        wrong = "; ".join(
+            column_disagreements(dict(zip(READ_COLUMNS, row, strict=True)), orjson.loads(text))
+        )
+        log.warning(
+            "events row seq=%s (event_id %s): column %s; the row was changed outside the "
+            "ledger, and its JSON is what is returned",
+            seq,
+            event_id,
+            wrong,
+        )
     return event
 
 
-def _disagreement(event: Event, row: Any) -> str:
-    """The message for a row whose columns disagree with its JSON, naming each column."""
-    seq, event_id, run_id, call_id, kind, tool, verdict, time_us, has_err, _ = row
-    expected = event_row(event)
-    found = {"run_id": run_id, "call_id": call_id, "kind": kind, "tool": tool,
-             "verdict": verdict, "time_us": time_us, "has_err": bool(has_err)}  # fmt: skip
-    wrong = [
-        f"{name} is {value!r} but the JSON says {expected[COLUMNS.index(name)]!r}"
-        for name, value in found.items()
-        if value != expected[COLUMNS.index(name)]
+FILTER_COLUMNS = ("run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err")
+
+
+def column_disagreements(found: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+    """Each :data:`FILTER_COLUMNS` value in ``found`` (a stored row's) that differs from
+    what the row's parsed JSON object ``obj`` implies, as ``"kind is 'x' but the JSON
+    says 'y'"``; empty when they agree."""
+    try:
+        micros = to_micros(parse_time(obj["time"])) if type(obj.get("time")) is str else None
+    except ValidationError:
+        micros = None
+    expected = {
+        "run_id": obj.get("run_id", ""),
+        "call_id": obj.get("call_id", ""),
+        "kind": obj.get("kind"),
+        "tool": obj.get("tool", ""),
+        "verdict": obj.get("verdict") or None,
+        "time_us": micros,
+        "has_err": bool(obj.get("err")),
+    }
+    have = {**found, "has_err": bool(found["has_err"])}
+    return [
+        f"{name} is {have[name]!r} but the JSON says {expected[name]!r}"
+        for name in FILTER_COLUMNS
+        if have[name] != expected[name]
     ]
-    return (
-        f"events row seq={seq} (event_id {event_id}): column {'; '.join(wrong)}; the row "
-        "was changed outside the ledger"
-    )

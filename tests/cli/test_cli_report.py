@@ -148,6 +148,28 @@ def test_tampered_row_is_listed(sqlite_ledger: Ledger) -> None:
     assert invoke("report", "--db", sqlite_ledger.url, "--strict").exit_code == 3
 
 
+def test_rows_edited_by_hand_are_listed_not_fatal(sqlite_ledger: Ledger) -> None:
+    """A JSON value that also has a column (the verdict) and a column alone (the kind)
+    edited by hand: the report is still made, and lists both rows."""
+    path = sqlite_ledger.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        query = "SELECT event_id FROM events WHERE kind = 'action' AND verdict = ? LIMIT 1"
+        [(first,)] = conn.execute(query, ("allowed",))
+        [(second,)] = conn.execute(query, ("denied",))
+        conn.execute(
+            "UPDATE events SET event_json = replace(event_json, '\"allowed\"', '\"denied\"') "
+            "WHERE event_id = ?",
+            (first,),
+        )
+        conn.execute("UPDATE events SET kind = 'request' WHERE event_id = ?", (second,))
+    data = _report(sqlite_ledger.url)
+    check = data["hash_check"]
+    details = {m["event_id"]: m["detail"] for m in check["mismatches"]}
+    assert check["mismatch_count"] == 2 and data["compliant"] is False
+    assert "changed after writing" in details[first]
+    assert "columns disagree with its JSON: kind is 'request'" in details[second]
+
+
 def test_jsonl_report_says_hashes_unavailable(tmp_path: Path) -> None:
     from ledger.sinks import JSONLSink
 
