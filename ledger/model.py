@@ -139,17 +139,19 @@ def _raw_json(value: object, name: str) -> str | None:
     if isinstance(value, str):
         value = value.strip(_JSON_WS)  # white space around the value is not part of it
         try:
-            orjson.loads(value)
+            parsed = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             raise ValidationError(
                 f"{name}: {value[:60]!r} is not JSON text ({exc}); pass raw JSON text, "
                 "or a Python value to have it serialized"
             ) from None
+        _check_nesting(value, parsed, name)
         return value
     try:
         text = orjson.dumps(value).decode("utf-8")
     except TypeError as exc:
         raise ValidationError(f"{name}: value cannot be serialized as JSON ({exc})") from None
+    _check_nesting(text, value, name)
     if "null" in text:  # orjson writes NaN and infinities as null: refuse them instead
         try:
             json.dumps(value, allow_nan=False)
@@ -158,6 +160,34 @@ def _raw_json(value: object, name: str) -> str | None:
                 f"{name}: NaN and infinities are not JSON; give finite numbers"
             ) from None
     return text
+
+
+MAX_NESTING = 128
+"""Deepest nesting of arrays and objects kept in ``args``/``result`` (``[]`` nests 1
+level, ``[[1]]`` 2): anything stored must read back, and JSON nested much deeper cannot
+be read back reliably (parsers stop at a recursion limit). The gate keeps less (64)."""
+
+
+def _check_nesting(text: str, value: object, name: str) -> None:
+    """``ValidationError`` when ``value`` (the parsed ``text``) nests deeper than
+    :data:`MAX_NESTING`; the bracket count of ``text`` rules most values out at C speed."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return
+    level = [value]
+    for _ in range(MAX_NESTING):
+        level = [
+            child
+            for v in level
+            if isinstance(v, dict | list | tuple)
+            for child in (v.values() if isinstance(v, dict) else v)
+        ]
+        if not level:
+            return
+    if any(isinstance(v, dict | list | tuple) for v in level):
+        raise ValidationError(
+            f"{name}: JSON nested more than {MAX_NESTING} levels deep (arrays and objects); "
+            "flatten it, or store it as a string"
+        )
 
 
 def _refs(value: object) -> tuple[Ref, ...]:

@@ -504,3 +504,30 @@ def test_none_time_and_id_mean_the_defaults() -> None:
     ev = Event(kind=Kind.PROMPT, time=None, event_id=None)
     assert ev.time >= before and ev.time.tzinfo is UTC
     assert len(str(ev.event_id)) == 26
+
+
+def _nested(levels: int) -> str:
+    """An object whose member holds arrays, ``levels`` arrays and objects deep in all."""
+    return '{"a":' + "[" * (levels - 1) + "]" * (levels - 1) + "}"
+
+
+@pytest.mark.parametrize("field", ["args", "result"])
+def test_nesting_is_kept_up_to_the_limit_and_refused_beyond(field: str) -> None:
+    from ledger.model import MAX_NESTING
+
+    ev = Event(kind="tool_result", **{field: _nested(MAX_NESTING)})
+    assert Event.from_json(ev.to_json()) == ev
+
+    def read_deep_in_the_stack(frames: int) -> Event:  # reading must not depend on the caller
+        return read_deep_in_the_stack(frames - 1) if frames else Event.from_json(ev.to_json())
+
+    assert read_deep_in_the_stack(500) == ev
+    with pytest.raises(ValidationError, match=f"{field}: JSON nested more than 128 levels"):
+        Event(kind="tool_result", **{field: _nested(MAX_NESTING + 1)})
+    value: object = 1
+    for _ in range(MAX_NESTING + 1):
+        value = [value]
+    with pytest.raises(ValidationError, match="nested more than"):
+        Event(kind="tool_result", **{field: value})
+    # brackets inside strings are not nesting
+    assert Event(kind="tool_result", **{field: {"s": "[" * 1000}}).to_json()

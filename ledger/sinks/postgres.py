@@ -70,6 +70,22 @@ Row = tuple[Any, ...]
 _EXCLUSIVE = sa.text("SELECT pg_advisory_xact_lock(:k)")
 _SESSION_LOCK = sa.text("SELECT pg_advisory_lock(:k)")
 _SESSION_UNLOCK = sa.text("SELECT pg_advisory_unlock(:k)")
+_MAX_NAME = 63  # PostgreSQL's identifier length, in bytes
+_TEXT_COLUMNS = ((1, "run_id"), (2, "call_id"), (4, "tool"))  # row index, field
+
+
+def _pg_row(event: Event) -> Row:
+    """``event_row(event)``, refusing what a PostgreSQL text column cannot hold (NUL
+    characters: the event JSON escapes them, the indexed columns cannot) by naming the
+    field, before anything is sent."""
+    row = event_row(event)
+    for i, name in _TEXT_COLUMNS:
+        if "\x00" in row[i]:
+            raise ValidationError(
+                f"{name}: PostgreSQL text cannot hold NUL (\\x00) characters; remove them "
+                "(a SQLite or JSONL ledger stores them)"
+            )
+    return row
 
 
 def engine_url(dsn: str) -> str:
@@ -107,9 +123,14 @@ class PostgresSink(SQLReader):
                 "create the engine with a postgresql+psycopg:// URL"
             )
         if schema is not None and (
-            not isinstance(schema, str) or not schema.replace("_", "").isalnum()
+            not isinstance(schema, str)
+            or not schema.replace("_", "").isalnum()
+            or len(schema.encode()) > _MAX_NAME
         ):
-            raise ValidationError(f"schema: {schema!r} must be a name of letters, digits and '_'")
+            raise ValidationError(
+                f"schema: {schema!r} must be a name of letters, digits and '_', at most "
+                f"{_MAX_NAME} bytes (PostgreSQL's limit)"
+            )
         self.schema = schema
         self._table = events_table(schema)
         self._key = advisory_key(f"events:{schema or ''}")
@@ -160,18 +181,18 @@ class PostgresSink(SQLReader):
 
     def record(self, event: Event) -> None:
         """Store ``event`` (no validation); durable as ``commit_action`` is."""
-        self._write(lambda: [event_row(event)])
+        self._write(lambda: [_pg_row(event)])
 
     def commit_action(self, event: Event) -> None:
         """Validate ``event`` as a self-explaining action, then store it durably."""
         self._check_writable()
         validate_action(event)
-        self._write(lambda: [event_row(event)])
+        self._write(lambda: [_pg_row(event)])
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
         self._check_writable()
-        rows = [event_row(e) for e in check_events(events)]
+        rows = [_pg_row(e) for e in check_events(events)]
         if rows:
             self._write(lambda: rows)
 
@@ -239,16 +260,20 @@ class PostgresSink(SQLReader):
             conn.exec_driver_sql(self._insert_sql, [(key, *row) for row in rows])
 
     def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
-        """Group commit: every waiting caller's rows in one transaction; when one of them
-        is a duplicate, the batch is redone with each caller in a savepoint."""
+        """Group commit: every waiting caller's rows in one transaction. When the server
+        refuses it for a row's sake (a duplicate id, a value it cannot store), the batch
+        is redone with each caller in a savepoint, so only that caller fails; a lost
+        connection fails the whole batch (nothing of it committed)."""
         rows = [row for item in items for row in item]
         try:
             try:
                 self._insert_all(rows)
                 return [None] * len(items)
-            except sa.exc.IntegrityError as exc:
+            except sa.exc.DBAPIError as exc:
+                if exc.connection_invalidated:
+                    raise
                 if len(items) == 1:
-                    return [self._duplicate(items[0], exc)]
+                    return [self._refused(items[0], exc)]
             return self._write_each(items)
         except sa.exc.DBAPIError as exc:
             raise _not_acknowledged(exc) from exc
@@ -270,9 +295,19 @@ class PostgresSink(SQLReader):
                     with conn.begin_nested():
                         self._insert(conn, rows)
                     errors.append(None)
-                except sa.exc.IntegrityError as exc:
-                    errors.append(self._duplicate(rows, exc))
+                except sa.exc.DBAPIError as exc:
+                    if exc.connection_invalidated:
+                        raise
+                    errors.append(self._refused(rows, exc))
         return errors
+
+    def _refused(self, rows: list[Row], exc: sa.exc.DBAPIError) -> StorageError:
+        """The error for one caller whose rows the server refused."""
+        if isinstance(exc, sa.exc.IntegrityError):
+            return self._duplicate(rows, exc)
+        return StorageError(
+            f"PostgreSQL ledger refused the write, nothing of it stored: {exc.orig}"
+        )
 
     def _duplicate(self, rows: list[Row], exc: sa.exc.IntegrityError) -> StorageError:
         if getattr(exc.orig, "sqlstate", None) != "23505":

@@ -332,6 +332,18 @@ def test_a_hand_edited_column_is_named_and_the_json_wins(
     assert sink.chain(chain_run).events == (act,)
 
 
+def test_args_nested_to_the_limit_read_back(store: Store, run_id: str) -> None:
+    from ledger.model import MAX_NESTING
+
+    deep = '{"a":' + "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1) + "}"
+    sink = store.open()
+    act = action(run_id, args=deep)
+    sink.commit_action(act)
+    assert sink.get(act.event_id) == act
+    assert list(sink.events(run_id=run_id)) == [act]
+    assert sink.chain(run_id).actions[0].intent.args == deep
+
+
 def test_a_closed_sink_refuses_every_write_before_checking_it(store: Store) -> None:
     sink = store.open()
     sink.close()

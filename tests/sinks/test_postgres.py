@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ledger.errors import DuplicateEvent, EventNotFound, StorageError
+from ledger.errors import DuplicateEvent, EventNotFound, StorageError, ValidationError
 from ledger.ids import new_event_id
 from ledger.sinks import PostgresSink, open_sink
 
@@ -254,3 +254,53 @@ def test_a_connection_lost_while_waiting_raises_and_is_not_retried(
         pg_store.open().get(ev.event_id)
     sink.commit_action(action(run_id, "after"))  # the next write takes a live connection
     sink.close()
+
+
+def _commit_together(sink: PostgresSink, events: list[Any]) -> list[BaseException | None]:
+    """``commit_action`` of each event from its own thread, all released at once; the
+    outcome of each (None when it was acknowledged)."""
+    barrier = threading.Barrier(len(events))
+    outcomes: list[BaseException | None] = [None] * len(events)
+
+    def commit(i: int) -> None:
+        barrier.wait()
+        try:
+            sink.commit_action(events[i])
+        except BaseException as exc:  # handed to the test thread
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(len(events))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+@pytest.mark.parametrize("bad", ["nul", "too_long"])
+def test_a_value_the_server_refuses_fails_its_own_caller_only(
+    pg_store: Store, run_id: str, bad: str
+) -> None:
+    """Eight callers committing at once, one of them with a value PostgreSQL cannot
+    store (a NUL in the tool, refused before sending; a run id too long for its index,
+    refused by the server inside the shared transaction): that caller fails alone."""
+    sink = pg_store.open()
+    for round_ in range(5):
+        if bad == "nul":
+            wrong = action(run_id, f"bad{round_}", tool="rm\x00rf")
+        else:
+            wrong = action("r" + "".join(random.choices("abcdefghij", k=3000)), f"bad{round_}")
+        events = [wrong] + [action(run_id, f"r{round_}c{i}") for i in range(7)]
+        outcomes = _commit_together(sink, events)
+        expected = ValidationError if bad == "nul" else StorageError
+        assert isinstance(outcomes[0], expected), outcomes[0]
+        assert [outcomes[i] for i in range(1, 8)] == [None] * 7
+        for ev in events[1:]:
+            assert sink.get(ev.event_id) == ev
+        with pytest.raises(EventNotFound):
+            sink.get(wrong.event_id)
+
+
+def test_a_schema_name_beyond_postgresqls_limit_is_refused(pg_dsn: str) -> None:
+    with pytest.raises(ValidationError, match="at most 63 bytes"):
+        PostgresSink.open(pg_dsn, schema="s" * 64)
