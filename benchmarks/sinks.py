@@ -315,7 +315,7 @@ def eventsourcing_compare(tmp: Path, n: int, reps: int) -> None:
         "blob; the ledger's touches 6 (each serves a query, see ledger/sinks/sql.py) and is "
         "validated, encoded and hashed first. Plain sqlite3 inserting the ledger's prebuilt "
         "row is itself only about 1.2x eventsourcing, and the ledger's commit on a table cut "
-        "to 3 b-trees about 0.9x (lines below): 1.2x at one caller is out of reach of any "
+        "to 3 b-trees about 1x (lines below): 1.2x at one caller is out of reach of any "
         "commit that validates and hashes the event and keeps the indexes readers need"
     )
     report(f"vs eventsourcing recorder (sync={sync}), 1 thread", rate, base_rate, 1.2, why=why)
