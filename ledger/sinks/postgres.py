@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,16 +57,15 @@ import sqlalchemy as sa
 
 from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
 from ledger.model import Event
-from ledger.sinks.base import check_events, validate_action
 from ledger.sinks.groupcommit import GroupCommitter
 from ledger.sinks.migrate import HEAD, advisory_key, current_revision, ensure_schema
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+from ledger.sinks.writing import Row, Writing
 
 __all__ = ["PostgresSink", "engine_url"]
 
 log = logging.getLogger(__name__)
 
-Row = tuple[Any, ...]
 _EXCLUSIVE = sa.text("SELECT pg_advisory_xact_lock(:k)")
 _SESSION_LOCK = sa.text("SELECT pg_advisory_lock(:k)")
 _SESSION_UNLOCK = sa.text("SELECT pg_advisory_unlock(:k)")
@@ -98,7 +97,7 @@ def engine_url(dsn: str) -> str:
     raise ValidationError(f"dsn: {dsn!r} is not a postgresql:// URL")
 
 
-class PostgresSink(SQLReader):
+class PostgresSink(Writing, SQLReader):
     """A ``DurableSink`` and ``Reader`` on PostgreSQL; see the module notes."""
 
     def __init__(
@@ -179,26 +178,8 @@ class PostgresSink(SQLReader):
 
     # --- the write path -------------------------------------------------------------
 
-    def record(self, event: Event) -> None:
-        """Store ``event`` (no validation); durable as ``commit_action`` is."""
-        self._write(lambda: [_pg_row(event)])
-
-    def commit_action(self, event: Event) -> None:
-        """Validate ``event`` as a self-explaining action, then store it durably."""
-        self._check_writable()
-        validate_action(event)
-        self._write(lambda: [_pg_row(event)])
-
-    def record_many(self, events: Iterable[Event]) -> None:
-        """Store ``events`` in one transaction: all of them, or none when one is bad."""
-        self._check_writable()
-        rows = [_pg_row(e) for e in check_events(events)]
-        if rows:
-            self._write(lambda: rows)
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise SinkClosed("PostgreSQL sink is closed; open a new one to write")
+    def _row(self, event: Event) -> Row:
+        return _pg_row(event)
 
     def _write(self, make: Callable[[], list[Row]]) -> None:
         self._check_writable()

@@ -30,7 +30,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -40,7 +40,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
 from ledger.model import Event
-from ledger.sinks.base import check_events, check_path, validate_action
+from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
 from ledger.sinks.migrate import (
     check_sqlite_file,
@@ -49,12 +49,12 @@ from ledger.sinks.migrate import (
     head_revision,
 )
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+from ledger.sinks.writing import Row, Writing
 
 __all__ = ["SQLiteSink", "path_from_url"]
 
 log = logging.getLogger(__name__)
 
-Row = tuple[Any, ...]
 _ROW_MARKS = "(" + ", ".join("?" * len(COLUMNS)) + ")"
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES {_ROW_MARKS}"
 _WRITER_BUSY_MS = 5
@@ -96,7 +96,7 @@ def _is_busy(exc: Exception) -> bool:
     return "locked" in text or "busy" in text
 
 
-class SQLiteSink(SQLReader):
+class SQLiteSink(Writing, SQLReader):
     """A ``DurableSink`` and ``Reader`` on the SQLite file ``path`` (created if absent).
 
     ``busy_timeout`` (seconds) is SQLite's wait for a lock held by another connection;
@@ -206,28 +206,10 @@ class SQLiteSink(SQLReader):
 
     # --- the write path -------------------------------------------------------------
 
-    def record(self, event: Event) -> None:
-        """Store ``event`` durably (no validation). ``DuplicateEvent`` if its id exists."""
-        self._submit(lambda: [event_row(event)])
+    def _row(self, event: Event) -> Row:
+        return event_row(event)
 
-    def commit_action(self, event: Event) -> None:
-        """Validate ``event`` as a self-explaining action, then store it durably."""
-        self._check_writable()
-        validate_action(event)
-        self._submit(lambda: [event_row(event)])
-
-    def record_many(self, events: Iterable[Event]) -> None:
-        """Store ``events`` in one transaction: all of them, or none when one is bad."""
-        self._check_writable()
-        rows = [event_row(e) for e in check_events(events)]
-        if rows:
-            self._submit(lambda: rows)
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one to write")
-
-    def _submit(self, make: Callable[[], list[Row]]) -> None:
+    def _write(self, make: Callable[[], list[Row]]) -> None:
         self._check_writable()
         self._committer.submit(make)
 
