@@ -47,7 +47,6 @@ parallel and puts the waiting on tailing readers instead.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -64,7 +63,6 @@ from ledger.sinks.writing import Row, Writing
 
 __all__ = ["PostgresSink", "engine_url"]
 
-log = logging.getLogger(__name__)
 
 _EXCLUSIVE = sa.text("SELECT pg_advisory_xact_lock(:k)")
 _SESSION_LOCK = sa.text("SELECT pg_advisory_lock(:k)")
@@ -191,10 +189,10 @@ class PostgresSink(Writing, SQLReader):
         try:
             with conn.begin_nested():
                 self._insert(conn, rows)
-        except sa.exc.IntegrityError as exc:
-            raise self._duplicate(rows, exc) from None
         except sa.exc.DBAPIError as exc:
-            raise _not_acknowledged(exc) from exc
+            if exc.connection_invalidated:
+                raise _not_acknowledged(exc) from exc
+            raise self._refused(rows, exc) from None
         except sa.exc.SQLAlchemyError as exc:  # the caller's connection in a bad state
             raise StorageError(f"PostgreSQL ledger write refused: {exc}") from exc
 

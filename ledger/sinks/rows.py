@@ -1,7 +1,7 @@
 """The events table's rows: an ``Event`` to its row values, and a stored row back.
 
->>> row = event_row(event)          # values in COLUMNS order, content hash included
->>> parse_row(stored)               # a row of READ_COLUMNS back to its Event  # doctest: +SKIP
+>>> row = event_row(event)   # COLUMNS order, content hash included  # doctest: +SKIP
+>>> parse_row(stored)        # a row of READ_COLUMNS back to its Event  # doctest: +SKIP
 
 ``event_row`` writes ``event.to_json()`` (the truth) and beside it the columns that
 queries filter on, plus the ``sha256:`` content hash of the JSON's RFC 8785 form.

@@ -304,3 +304,21 @@ def test_a_value_the_server_refuses_fails_its_own_caller_only(
 def test_a_schema_name_beyond_postgresqls_limit_is_refused(pg_dsn: str) -> None:
     with pytest.raises(ValidationError, match="at most 63 bytes"):
         PostgresSink.open(pg_dsn, schema="s" * 64)
+
+
+def test_a_refused_value_in_the_callers_transaction_leaves_it_usable(
+    pg_store: Store, pg_engine: sa.Engine, run_id: str
+) -> None:
+    pg_store.open().close()
+    too_long = action("r" + "".join(random.choices("abcdefghij", k=3000)))
+    kept = action(run_id)
+    with pg_engine.connect() as conn:
+        sink = PostgresSink(conn, schema=pg_store.schema)
+        with pytest.raises(StorageError, match="refused the write, nothing of it stored"):
+            sink.commit_action(too_long)
+        sink.commit_action(kept)  # the savepoint took the refusal; the transaction lives
+        conn.commit()
+    reader = pg_store.open()
+    assert reader.get(kept.event_id) == kept
+    with pytest.raises(EventNotFound):
+        reader.get(too_long.event_id)
