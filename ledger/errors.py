@@ -88,7 +88,15 @@ class EventNotFound(StorageError, LookupError):
 
 
 class CorruptRecord(StorageError):
-    """A stored row or line does not parse as an event; the message names where it is."""
+    """A stored row or line does not parse as an event; the message names where it is.
+
+    ``seq`` is the row's insertion sequence number when the store has one (the SQL
+    sinks), so a reader can go on past it: ``events(..., after=exc.seq)``.
+    """
+
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
 
 
 class SchemaVersionError(StorageError):

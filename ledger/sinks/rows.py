@@ -121,13 +121,15 @@ def parse_row(row: Any) -> Event:
     except (ValidationError, RecursionError) as exc:  # RecursionError: absurd nesting
         raise CorruptRecord(
             f"events row seq={seq} (event_id {event_id}) does not parse as an event: {exc}; "
-            "the stored JSON was changed outside the ledger"
+            "the stored JSON was changed outside the ledger",
+            seq=seq,
         ) from None
     stored_id = text[13:39] if isinstance(text, str) and text.startswith(_ID_PREFIX) else ""
     if stored_id != event_id and str(event.event_id) != event_id:
         raise CorruptRecord(
             f"events row seq={seq}: column event_id {event_id} disagrees with the stored "
-            f"JSON's {event.event_id}; the row was changed outside the ledger"
+            f"JSON's {event.event_id}; the row was changed outside the ledger",
+            seq=seq,
         )
     _, _, run_id, call_id, kind, tool, verdict, time_us, has_err, _ = row
     if (

@@ -170,6 +170,17 @@ def test_rows_edited_by_hand_are_listed_not_fatal(sqlite_ledger: Ledger) -> None
     assert "columns disagree with its JSON: kind is 'request'" in details[second]
 
 
+def test_a_row_that_does_not_parse_is_listed_and_the_report_made(sqlite_ledger: Ledger) -> None:
+    path = sqlite_ledger.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        [(damaged,)] = conn.execute("SELECT max(event_id) FROM events WHERE kind = 'tool_result'")
+        conn.execute("UPDATE events SET event_json = 'garbage' WHERE event_id = ?", (damaged,))
+    data = _report(sqlite_ledger.url)
+    [mismatch] = data["hash_check"]["mismatches"]
+    assert mismatch["event_id"] == damaged and "does not parse" in mismatch["detail"]
+    assert data["compliant"] is False and data["totals"]["events"] == 9  # of 10: one left out
+
+
 def test_jsonl_report_says_hashes_unavailable(tmp_path: Path) -> None:
     from ledger.sinks import JSONLSink
 

@@ -369,6 +369,19 @@ def test_a_duplicate_in_a_big_batch_is_named(store: Store, run_id: str) -> None:
     assert [e.event_id for e in sink.events(run_id=run_id)] == [old.event_id]
 
 
+def test_a_reader_can_go_on_past_a_row_that_does_not_parse(store: Store, run_id: str) -> None:
+    sink = store.open()
+    events = [action(run_id, f"c{i}") for i in range(3)]
+    sink.record_many(events)
+    [(seq,)] = store.sql("SELECT seq FROM {p}events WHERE event_id = :i", i=str(events[1].event_id))
+    store.sql("UPDATE {p}events SET event_json = 'garbage' WHERE seq = :s", s=seq)
+    seen: list[Event] = []
+    with pytest.raises(CorruptRecord) as info:
+        seen.extend(sink.events(run_id=run_id))
+    assert seen == events[:1] and info.value.seq == seq
+    assert list(sink.events(run_id=run_id, after=info.value.seq)) == events[2:]
+
+
 def test_a_newer_schema_is_refused(store: Store) -> None:
     store.open().close()
     store.sql("UPDATE {p}ledger_schema_version SET version_num = '9999_from_the_future'")
