@@ -91,12 +91,14 @@ class CorruptRecord(StorageError):
     """A stored row or line does not parse as an event; the message names where it is.
 
     ``seq`` is the row's insertion sequence number when the store has one (the SQL
-    sinks), so a reader can go on past it: ``events(..., after=exc.seq)``.
+    sinks), so a reader can go on past it: ``events(..., after=exc.seq)``; ``event_id``
+    is the id the row is stored under ("" when unknown).
     """
 
-    def __init__(self, message: str, *, seq: int | None = None) -> None:
+    def __init__(self, message: str, *, seq: int | None = None, event_id: str = "") -> None:
         super().__init__(message)
         self.seq = seq
+        self.event_id = event_id
 
 
 class SchemaVersionError(StorageError):

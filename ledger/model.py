@@ -151,7 +151,7 @@ def _raw_json(value: object, name: str) -> str | None:
         text = orjson.dumps(value).decode("utf-8")
     except TypeError as exc:
         raise ValidationError(f"{name}: value cannot be serialized as JSON ({exc})") from None
-    _check_nesting(text, value, name)
+    _check_nesting(text, None, name)  # the JSON written, not the Python value (dataclasses...)
     if "null" in text:  # orjson writes NaN and infinities as null: refuse them instead
         try:
             json.dumps(value, allow_nan=False)
@@ -168,22 +168,23 @@ level, ``[[1]]`` 2): anything stored must read back, and JSON nested much deeper
 be read back reliably (parsers stop at a recursion limit). The gate keeps less (64)."""
 
 
-def _check_nesting(text: str, value: object, name: str) -> None:
-    """``ValidationError`` when ``value`` (the parsed ``text``) nests deeper than
-    :data:`MAX_NESTING`; the bracket count of ``text`` rules most values out at C speed."""
+def _check_nesting(text: str, parsed: object, name: str) -> None:
+    """``ValidationError`` when the JSON ``text`` (``parsed``, or None to parse it here)
+    nests deeper than :data:`MAX_NESTING`; its bracket count rules most texts out at C
+    speed."""
     if text.count("[") + text.count("{") <= MAX_NESTING:
         return
-    level = [value]
+    level = [orjson.loads(text) if parsed is None else parsed]
     for _ in range(MAX_NESTING):
         level = [
             child
             for v in level
-            if isinstance(v, dict | list | tuple)
+            if isinstance(v, dict | list)
             for child in (v.values() if isinstance(v, dict) else v)
         ]
         if not level:
             return
-    if any(isinstance(v, dict | list | tuple) for v in level):
+    if any(isinstance(v, dict | list) for v in level):
         raise ValidationError(
             f"{name}: JSON nested more than {MAX_NESTING} levels deep (arrays and objects); "
             "flatten it, or store it as a string"

@@ -38,14 +38,14 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from ledger.errors import CorruptRecord
 from ledger.model import Event, Kind, Verdict
-from ledger.report_hash import HashCheck, check_hashes
+from ledger.report_hash import HashCheck, check_hashes, each_event, with_unreadable
 from ledger.report_model import (
     Denial,
     Finding,
@@ -199,6 +199,7 @@ class _Pass:
     orphans: list[Event] = field(default_factory=list)
     action_times: list[datetime] = field(default_factory=list)
     denial_times: list[datetime] = field(default_factory=list)
+    skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
     events: int = 0
     first: datetime | None = None
     last: datetime | None = None
@@ -296,7 +297,7 @@ class _Pass:
             settled = self.safe_calls | self.allowed.keys()
             cut = {e.run_id for e in self.orphans if (e.run_id, e.call_id) not in settled}
             for run in sorted(cut):
-                for e in _each_event(reader, run_id=run, until=since):
+                for e in each_event(reader, self.skipped, run_id=run, until=since):
                     key = (e.run_id, e.call_id)
                     if e.kind is Kind.ACTION and e.verdict is Verdict.ALLOWED:
                         self.before.add(key)
@@ -305,7 +306,9 @@ class _Pass:
         if until is not None:
             open_runs = {run for (run, call) in self.allowed if (run, call) not in self.results}
             for run in sorted(open_runs):
-                for e in _each_event(reader, run_id=run, kind=Kind.TOOL_RESULT, since=until):
+                for e in each_event(
+                    reader, self.skipped, run_id=run, kind=Kind.TOOL_RESULT, since=until
+                ):
                     self.results.add((e.run_id, e.call_id))
 
 
@@ -336,25 +339,6 @@ def _finding(e: Event, detail: str) -> Finding:
     )
 
 
-def _each_event(reader: Reader, **filters: Any) -> Iterator[Event]:
-    """``reader.events(**filters)``, stepping over a stored row that does not parse as an
-    event (logged; the content-hash check lists it among the findings), so one damaged
-    row does not keep a whole report from being made. (Only the SQL readers raise for a
-    row; they resume after its ``seq``.)"""
-    from ledger.sinks.sql import SQLReader
-
-    events = reader.events(**filters)
-    while True:
-        try:
-            yield from events
-            return
-        except CorruptRecord as exc:
-            if exc.seq is None or not isinstance(reader, SQLReader):
-                raise
-            log.warning("compliance report: %s; left out of the counts", exc)
-            events = reader.events(**filters, after=exc.seq)
-
-
 def _records_held(reader: Reader) -> tuple[datetime | None, datetime | None]:
     """The oldest and newest event time of any run in the whole store."""
     oldest: datetime | None = None
@@ -378,7 +362,7 @@ def build_report(
     thousand events and at the end), for a progress display.
     """
     state = _Pass()
-    for e in _each_event(reader, since=since, until=until):
+    for e in each_event(reader, state.skipped, since=since, until=until):
         state.add(e)
         if progress is not None and state.events % _PROGRESS_EVERY == 0:
             progress(state.events)
@@ -402,7 +386,7 @@ def build_report(
         unsafe_without_intent=tuple(state.unsafe()),
         oldest_record=oldest,
         newest_record=newest,
-        hash_check=check_hashes(reader, since=since, until=until),
+        hash_check=with_unreadable(check_hashes(reader, since=since, until=until), state.skipped),
         timeline=timeline,
     )
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))

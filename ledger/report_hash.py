@@ -19,15 +19,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import orjson
 
+from ledger.errors import CorruptRecord
+from ledger.model import Event
 from ledger.sinks import Reader
 
-__all__ = ["HashCheck", "HashMismatch", "check_hashes", "check_rows", "iter_stored_rows"]
+__all__ = [
+    "HashCheck",
+    "HashMismatch",
+    "check_hashes",
+    "check_rows",
+    "each_event",
+    "iter_stored_rows",
+    "with_unreadable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +157,9 @@ def _verify(
     except (orjson.JSONDecodeError, AttributeError):
         return None, "stored JSON does not parse as an event object"
     computed = content_hash(text)
-    if stored is None and computed is None:
-        return None, ""  # no RFC 8785 form (e.g. a huge integer): stored unhashed by design
-    if stored is None:
+    # a row with no RFC 8785 form (a huge integer, say) is stored unhashed by design; it
+    # still goes through the id and column checks below
+    if stored is None and computed is not None:
         return computed, "no content hash stored for this row"
     if computed != stored:
         return computed, "stored JSON does not match its content hash: changed after writing"
@@ -184,6 +194,50 @@ def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
             )
     return HashCheck(
         available=True, checked=checked, mismatch_count=count, mismatches=tuple(listed)
+    )
+
+
+def each_event(reader: Reader, skipped: list[CorruptRecord], **filters: Any) -> Iterator[Event]:
+    """``reader.events(**filters)``, stepping over a stored row that does not read back
+    as an event: it is logged and appended to ``skipped`` (for :func:`with_unreadable`),
+    so one damaged row does not keep a whole report from being made. (Only the SQL
+    readers raise for a row; they resume after its ``seq``.)"""
+    from ledger.sinks.sql import SQLReader
+
+    events = reader.events(**filters)
+    while True:
+        try:
+            yield from events
+            return
+        except CorruptRecord as exc:
+            if exc.seq is None or not isinstance(reader, SQLReader):
+                raise
+            log.warning("compliance report: %s; left out of the counts", exc)
+            skipped.append(exc)
+            events = reader.events(**filters, after=exc.seq)
+
+
+def with_unreadable(check: HashCheck, unreadable: Iterable[CorruptRecord]) -> HashCheck:
+    """``check`` with each row a reader could not read back (``unreadable``) listed too,
+    unless it already is: a row the report had to leave out is a finding."""
+    listed = {m.event_id for m in check.mismatches}
+    extra = [
+        HashMismatch(
+            event_id=exc.event_id,
+            run_id="",
+            stored=None,
+            computed=None,
+            detail=f"the row does not read back as an event: {exc}",
+        )
+        for exc in unreadable
+        if exc.event_id not in listed
+    ]
+    if not extra:
+        return check
+    return replace(
+        check,
+        mismatch_count=check.mismatch_count + len(extra),
+        mismatches=(check.mismatches + tuple(extra))[:_MAX_LISTED],
     )
 
 

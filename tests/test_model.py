@@ -529,5 +529,16 @@ def test_nesting_is_kept_up_to_the_limit_and_refused_beyond(field: str) -> None:
         value = [value]
     with pytest.raises(ValidationError, match="nested more than"):
         Event(kind="tool_result", **{field: value})
+    # what counts is the JSON written: orjson writes a dataclass as an object
+    deep: object = Box(value=1)
+    for _ in range(MAX_NESTING):
+        deep = Box(value=deep)
+    with pytest.raises(ValidationError, match="nested more than"):
+        Event(kind="tool_result", **{field: deep})
     # brackets inside strings are not nesting
     assert Event(kind="tool_result", **{field: {"s": "[" * 1000}}).to_json()
+
+
+@dataclasses.dataclass
+class Box:
+    value: object

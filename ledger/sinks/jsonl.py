@@ -57,6 +57,8 @@ class JSONLSink(Closing):
 
     def record(self, event: Event) -> None:
         """Append ``event`` as one line (one ``os.write``); fsync first if asked."""
+        if self._fd is None:  # checked again under the lock; closed comes first
+            raise SinkClosed(f"JSONL sink {self.path} is closed; open a new one to write")
         if not isinstance(event, Event):
             raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
         line = (event.to_json() + "\n").encode("utf-8")

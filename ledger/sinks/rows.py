@@ -123,6 +123,7 @@ def parse_row(row: Any) -> Event:
             f"events row seq={seq} (event_id {event_id}) does not parse as an event: {exc}; "
             "the stored JSON was changed outside the ledger",
             seq=seq,
+            event_id=str(event_id),
         ) from None
     stored_id = text[13:39] if isinstance(text, str) and text.startswith(_ID_PREFIX) else ""
     if stored_id != event_id and str(event.event_id) != event_id:
@@ -130,6 +131,7 @@ def parse_row(row: Any) -> Event:
             f"events row seq={seq}: column event_id {event_id} disagrees with the stored "
             f"JSON's {event.event_id}; the row was changed outside the ledger",
             seq=seq,
+            event_id=str(event_id),
         )
     _, _, run_id, call_id, kind, tool, verdict, time_us, has_err, _ = row
     if (

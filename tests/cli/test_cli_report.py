@@ -181,6 +181,37 @@ def test_a_row_that_does_not_parse_is_listed_and_the_report_made(sqlite_ledger: 
     assert data["compliant"] is False and data["totals"]["events"] == 9  # of 10: one left out
 
 
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        ("UPDATE events SET verdict = 'denied' WHERE event_id = :i", "columns disagree"),
+        (
+            'UPDATE events SET event_json = replace(event_json, \'"source":"tool"\', '
+            "'\"source\":1') WHERE event_id = :i",
+            "does not read back as an event",
+        ),
+    ],
+)
+def test_an_unhashed_row_edited_by_hand_is_listed(tmp_path: Path, edit: str, words: str) -> None:
+    """A row stored without a content hash (an integer beyond 2^53 in its args) still
+    goes through the other checks: an edited column, or JSON that no longer reads back
+    as an event, is a finding."""
+    path = tmp_path / "l.db"
+    ev = Event(
+        kind=Kind.ACTION, run_id="r1", call_id="c1", tool="t", args={"n": 2**60},
+        verdict="allowed", refs=[REQ],
+    )  # fmt: skip
+    with SQLiteSink(path) as sink:
+        sink.commit_action(ev)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT content_hash FROM events").fetchone() == (None,)
+        conn.execute(edit.replace(":i", "?"), (str(ev.event_id),))
+    data = _report(sqlite_url(path))
+    [mismatch] = data["hash_check"]["mismatches"]
+    assert mismatch["event_id"] == str(ev.event_id) and words in mismatch["detail"]
+    assert data["compliant"] is False
+
+
 def test_jsonl_report_says_hashes_unavailable(tmp_path: Path) -> None:
     from ledger.sinks import JSONLSink
 

@@ -53,6 +53,8 @@ def test_not_durable_and_refuses_writes_after_close(tmp_path: Path) -> None:
     sink.close()
     with pytest.raises(SinkClosed):
         sink.record(request_event("r1"))
+    with pytest.raises(SinkClosed):  # closed comes before the event is looked at
+        sink.record("not an event")  # type: ignore[arg-type]
 
 
 def test_open_sink_jsonl(tmp_path: Path) -> None:
