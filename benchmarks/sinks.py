@@ -456,8 +456,8 @@ def chain_compare(tmp: Path, total: int, runs: int, reps: int) -> None:
     why = (
         "with the pages in RAM a fetch costs about 3 us a row, and chain() builds eager, "
         "validated objects (an Event per row: ULID, aware datetime, enums, refs, byte-exact "
-        "args, its columns checked against its JSON; then the Actions): about 4x the fetch "
-        "(see the fetch+json.loads line). From the disk, the fetch dominates."
+        "args, its columns checked against its JSON; then the Actions): 5 to 6 times the "
+        "fetch (the fetch+json.loads line: about 2.5x). From the disk, the fetch dominates."
     )
     rate, base_rate = alternate(reps, ours, plain)
     report(f"{name} in RAM (vs fetch)", rate, base_rate, 0.5, "calls/s", why)
