@@ -167,14 +167,25 @@ class Gate:
         self.redact: Redactor = redact
         # Durable means able to commit: a sink with a callable ``commit_action`` (the one
         # method of DurableSink the gate uses), whether or not it has every other method.
+        # A sink that writes into its caller's transaction (PostgresSink(connection)) is
+        # durable only once the caller commits, after the tool would already have run.
         commit = getattr(sink, "commit_action", None)
-        self._commit_action: Callable[[Event], None] | None = commit if callable(commit) else None
+        joins = getattr(sink, "joins_caller_transaction", False) is True
+        self._commit_action: Callable[[Event], None] | None = (
+            commit if callable(commit) and not joins else None
+        )
         self.durable = self._commit_action is not None
         self.not_durable = (
             f"ledger not durable: {type(sink).__name__} has no commit_action, and a non-safe "
             "tool runs only after its action is committed to a DurableSink "
             "(no record, no action)"
         )
+        if joins:
+            self.not_durable = (
+                f"ledger not durable: {sink!r} writes into your own transaction, so a record "
+                "is durable only when you commit it, after the tool would have run; give "
+                "the gate PostgresSink.open(dsn) or PostgresSink(engine) (no record, no action)"
+            )
         self._record_many: Callable[[list[Event]], None] | None = getattr(sink, "record_many", None)
 
     def __repr__(self) -> str:

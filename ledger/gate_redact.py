@@ -177,20 +177,38 @@ _INT64 = 1 << 63
 
 def to_jsonable(value: Any, _depth: int = 0) -> Any:
     """``value`` as JSON-shaped data: dict keys become strings, tuples and sets lists,
-    bytes text, integers beyond 64 bits and unknown objects their ``str``."""
-    if value is None or isinstance(value, str | bool | float):
+    bytes text, integers beyond 64 bits and unknown objects their ``str`` (a ``str``
+    that raises is named instead); text that is not valid Unicode (lone surrogates, as
+    ``os.listdir`` returns for undecodable file names) keeps them as ``\\udcff`` escapes."""
+    if value is None or isinstance(value, bool | float):
         return value
+    if isinstance(value, str):
+        return _unicode(value)
     if isinstance(value, int):
         return value if -_INT64 <= value < _INT64 else str(value)
     if _depth > 64:
         return "[too deeply nested]"
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v, _depth + 1) for k, v in value.items()}
+        return {_unicode(str(k)): to_jsonable(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [to_jsonable(v, _depth + 1) for v in value]
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", errors="replace")
-    return str(value)
+    try:
+        return _unicode(str(value))
+    except Exception as exc:  # a broken __str__ must not cost the record
+        return f"[unprintable {type(value).__name__}: str() raised {type(exc).__name__}]"
+
+
+def _unicode(text: str) -> str:
+    """``text``, with any lone surrogate written as a ``\\uXXXX`` escape."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 class NotJSON(ValueError):

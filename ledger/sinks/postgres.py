@@ -217,6 +217,13 @@ class PostgresSink(Writing, SQLReader):
     def _borrowed(self) -> bool:
         return self._conn is not None
 
+    @property
+    def joins_caller_transaction(self) -> bool:
+        """True for ``PostgresSink(connection)``: writes join the caller's transaction,
+        so ``commit_action`` returns before the record is durable (it is once the caller
+        commits). A :class:`~ledger.Gate` treats such a sink as not durable."""
+        return self._conn is not None
+
     def _callers_conn(self) -> sa.Connection:
         conn = self._conn
         assert conn is not None

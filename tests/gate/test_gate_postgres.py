@@ -57,3 +57,27 @@ def test_concurrent_calls_on_postgres(pg_sink: PostgresSink) -> None:
     chain = pg_sink.chain(asyncio.run(agent()))
     assert len(chain.actions) == 100 and all(a.outcome == "succeeded" for a in chain.actions)
     assert chain.anomalies == ()
+
+
+def test_a_sink_on_the_callers_connection_is_not_durable_for_the_gate(
+    pg_sink: PostgresSink,
+) -> None:
+    """PostgresSink(connection) makes a record durable only when the caller commits,
+    after the tool would have run: the gate denies non-safe calls, and says why."""
+    from ledger.errors import ToolDenied
+
+    engine: sa.Engine = pg_sink._engine
+    ran: list[str] = []
+    with engine.connect() as conn:
+        borrowed = PostgresSink(conn, schema=pg_sink.schema)
+        assert borrowed.joins_caller_transaction and not pg_sink.joins_caller_transaction
+        gate = Gate(borrowed, policy=AllowAll(), safe_tools={"read"})
+        assert not gate.durable
+        with gate.run("send the mail") as run:
+            with pytest.raises(ToolDenied, match="writes into your own transaction"):
+                run.call("send_mail", {"to": "x"}, lambda to: ran.append(to))
+            assert run.call("read", {}, lambda: "page") == "page"  # safe calls still run
+        conn.commit()
+    assert ran == []
+    chain = pg_sink.chain(run.run_id)
+    assert [a.call_id for a in chain.denied] == [chain.actions[0].call_id]

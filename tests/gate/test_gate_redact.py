@@ -3,6 +3,7 @@ bounded."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,25 @@ def test_a_redactor_that_breaks_the_shape_denies(sqlite_sink: SQLiteSink) -> Non
     gate = Gate(sqlite_sink, policy=AllowAll(), redact=lambda v: v if isinstance(v, str) else 42)
     with gate.run("x") as run, pytest.raises(ToolDenied, match="could not redact"):
         run.call("write", {"a": 1}, lambda a: None)
+
+
+def test_a_result_with_undecodable_text_is_recorded_not_failed(sqlite_sink: SQLiteSink) -> None:
+    """``os.listdir`` returns lone surrogates for file names that are not UTF-8; a tool
+    that returns one succeeded, and its record says so, with the text kept escaped."""
+
+    class Opaque:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    gate = Gate(sqlite_sink, policy=AllowAll())
+    with gate.run("list the folder") as run:
+        names = run.call("ls", {}, lambda: ["report\udcff.txt", "ok.txt"], call_id="ls")
+        assert names == ["report\udcff.txt", "ok.txt"]  # the caller gets the value as is
+        run.call("odd", {}, lambda: {"x": Opaque()}, call_id="odd")
+    chain = sqlite_sink.chain(run.run_id)
+    listed = chain.action("ls")
+    assert listed.outcome == "succeeded" and listed.result is not None
+    assert json.loads(listed.result.result or "") == ["report\\udcff.txt", "ok.txt"]
+    odd = chain.action("odd")
+    assert odd.outcome == "succeeded" and odd.result is not None
+    assert "unprintable Opaque" in (odd.result.result or "")
