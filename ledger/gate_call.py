@@ -74,7 +74,7 @@ from ledger.gate_support import (
     refs_of,
     unusable_fn,
 )
-from ledger.model import Event, Ref, Verdict
+from ledger.model import Event, Kind, Ref, Verdict
 
 if TYPE_CHECKING:
     from ledger.gate import Gate
@@ -239,7 +239,7 @@ class CallSteps:
         except Exception:  # e.g. unusable evidence: keep the record, drop the refs
             cs.refs = (self._request_ref,)
             denial = denial_event(cs, reason)
-        return Denied(reason, [*pending, denial])
+        return Denied(reason, [*(_overruled(e, cs, reason) for e in pending), denial])
 
     def _prepare(
         self, cs: CallState, args: Mapping[str, Any], fn: Callable[..., Any], *, sync: bool
@@ -368,7 +368,9 @@ class CallSteps:
             note = result_event(cs, None, CancelledBeforeRun(), 0)
             self.gate._write([*cs.pending, note])
         else:
-            self.gate._write([*cs.pending, denial_event(cs, "cancelled before the tool ran")])
+            why = "cancelled before the tool ran"
+            pending = [_overruled(e, cs, why) for e in cs.pending]
+            self.gate._write([*pending, denial_event(cs, why)])
 
     def _commit_failed(self, cs: CallState, exc: Exception) -> Denied:
         detail = bounded(f"{type(exc).__name__}: {exc}", 4 * PREVIEW_LIMIT)
@@ -391,3 +393,17 @@ class CallSteps:
         if event.result is not None:
             self._results[cs.call_id] = (event.event_id, content_hash(event.result))
         return [*cs.pending, event]
+
+
+def _overruled(event: Event, cs: CallState, reason: str) -> Event:
+    """``event``, or, when it is this call's gate decision allowing it, the same decision
+    (same id, so the same place in the chain) turned into the denial it became: the
+    stored decision is the final one, whatever the policy said first."""
+    if not (
+        event.kind is Kind.GATE_DECISION
+        and event.verdict is Verdict.ALLOWED
+        and event.call_id == cs.call_id
+    ):
+        return event
+    why = f"{event.reason}; then denied: {reason}" if event.reason else f"denied: {reason}"
+    return event.replace(verdict=Verdict.DENIED, reason=why)

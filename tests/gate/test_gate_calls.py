@@ -139,6 +139,11 @@ def test_commit_failure_denies_and_records_why(sqlite_sink: SQLiteSink) -> None:
     bad = chain.action("bad")
     assert bad.denied and "record not durable" in bad.intent.reason
     assert chain.action("ok").outcome == "succeeded"
+    # the stored gate decision is the final one: the policy allowed, the gate denied
+    decision = chain.why("bad").decision
+    assert decision is not None and decision.verdict is Verdict.DENIED
+    assert decision.reason.endswith("then denied: record not durable: StorageError: disk full")
+    assert chain.why("ok").decision.verdict is Verdict.ALLOWED  # type: ignore[union-attr]
 
 
 class RefusingSink(SQLiteSink):
