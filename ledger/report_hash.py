@@ -99,7 +99,7 @@ class HashCheck:
         }
 
 
-StoredRow = tuple[str, str, str, str | None, dict[str, Any]]
+StoredRow = tuple[str, str, str | bytes, str | None, dict[str, Any]]
 
 
 def iter_stored_rows(
@@ -115,7 +115,7 @@ def iter_stored_rows(
     import sqlalchemy as sa
 
     from ledger.sinks.rows import FILTER_COLUMNS
-    from ledger.sinks.sql import to_micros
+    from ledger.sinks.sql import stored_json, to_micros
 
     t: sa.Table = table
     where: list[Any] = []
@@ -126,13 +126,14 @@ def iter_stored_rows(
     cursor = 0
     while True:
         columns = [t.c[name] for name in FILTER_COLUMNS]
-        query = (
-            sa.select(t.c.seq, t.c.event_id, t.c.event_json, t.c.content_hash, *columns)
-            .where(*where, t.c.seq > cursor)
-            .order_by(t.c.seq)
-            .limit(_PAGE)
-        )
         with reading() as conn:
+            text = stored_json(t, conn.dialect.name)
+            query = (
+                sa.select(t.c.seq, t.c.event_id, text, t.c.content_hash, *columns)
+                .where(*where, t.c.seq > cursor)
+                .order_by(t.c.seq)
+                .limit(_PAGE)
+            )
             rows = conn.execute(query).all()
         for _seq, event_id, text, stored, *values in rows:
             found = dict(zip(FILTER_COLUMNS, values, strict=True))
@@ -143,7 +144,7 @@ def iter_stored_rows(
 
 
 def _verify(
-    event_id: str, text: str, stored: str | None, found: dict[str, Any]
+    event_id: str, text: str | bytes, stored: str | None, found: dict[str, Any]
 ) -> tuple[str | None, str]:
     """``(computed hash, problem)``; problem is empty when the row is intact: its JSON
     matches its content hash and names its event id, and its filter columns (``found``)

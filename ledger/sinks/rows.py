@@ -23,6 +23,7 @@ import orjson
 from ledger.canonical import sha256_of
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
 from ledger.eventjson import encode_event_hashed
+from ledger.ids import ulid_text
 from ledger.model import Event
 from ledger.timefmt import coerce_time, parse_time
 
@@ -45,6 +46,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ZERO_TEXT = "0" * 26
 _MICRO = timedelta(microseconds=1)
 _ID_PREFIX = '{"event_id":"'
+_ID_PREFIX_BYTES = _ID_PREFIX.encode()
 COLUMNS = (
     "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err",
     "event_json", "content_hash",
@@ -67,7 +69,7 @@ def from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
 
-def content_hash(event_json: str) -> str | None:
+def content_hash(event_json: str | bytes) -> str | None:
     """``sha256:`` of the RFC 8785 form of ``event_json``; None when it has no such form
     (an integer beyond 2^53 in args, say): the event is still stored, unhashed."""
     try:
@@ -125,8 +127,7 @@ def parse_row(row: Any) -> Event:
             seq=seq,
             event_id=str(event_id),
         ) from None
-    stored_id = text[13:39] if isinstance(text, str) and text.startswith(_ID_PREFIX) else ""
-    if stored_id != event_id and str(event.event_id) != event_id:
+    if stored_id(text) != event_id and ulid_text(event.event_id) != event_id:
         raise CorruptRecord(
             f"events row seq={seq}: column event_id {event_id} disagrees with the stored "
             f"JSON's {event.event_id}; the row was changed outside the ledger",
@@ -154,6 +155,13 @@ def parse_row(row: Any) -> Event:
             wrong,
         )
     return event
+
+
+def stored_id(text: str | bytes) -> str:
+    """The event id at the head of JSON the ledger wrote (``{"event_id":"…``), or ""."""
+    if isinstance(text, bytes):
+        return text[13:39].decode("ascii", "replace") if text.startswith(_ID_PREFIX_BYTES) else ""
+    return text[13:39] if text.startswith(_ID_PREFIX) else ""
 
 
 FILTER_COLUMNS = ("run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err")

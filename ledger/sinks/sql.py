@@ -102,9 +102,18 @@ def events_table(schema: str | None = None) -> sa.Table:
     )
 
 
-def _read(t: sa.Table) -> list[sa.ColumnElement[Any]]:
+def stored_json(t: sa.Table, dialect: str) -> sa.ColumnElement[Any]:
+    """The ``event_json`` column as reads fetch it. On SQLite it comes as bytes (``CAST
+    AS BLOB``, no copy): a row whose text is not valid UTF-8 (written around the ledger)
+    then reaches :func:`parse_row`, which names it, instead of failing the whole fetch
+    in the driver. PostgreSQL cannot hold such text."""
+    column = t.c.event_json
+    return sa.cast(column, sa.LargeBinary).label("event_json") if dialect == "sqlite" else column
+
+
+def _read(t: sa.Table, dialect: str) -> list[sa.ColumnElement[Any]]:
     """The columns every read fetches, in :data:`READ_COLUMNS` order."""
-    return [t.c[name] for name in READ_COLUMNS]
+    return [t.c[name] for name in READ_COLUMNS[:-1]] + [stored_json(t, dialect)]
 
 
 def _by_event_id(row: Any) -> str:
@@ -147,6 +156,11 @@ class SQLReader(Closing):
     """
 
     _table: sa.Table
+    _engine: sa.Engine
+
+    @property
+    def _dialect(self) -> str:
+        return self._engine.dialect.name
 
     def _reading(self) -> AbstractContextManager[sa.Connection]:
         raise NotImplementedError
@@ -173,7 +187,7 @@ class SQLReader(Closing):
         """
         key = str(coerce_event_id(event_id))
         t = self._table
-        query = sa.select(*_read(t)).where(t.c.event_id == key)
+        query = sa.select(*_read(t, self._dialect)).where(t.c.event_id == key)
         with self._reading() as conn:
             row = conn.execute(query).first()
         if row is None:
@@ -191,7 +205,7 @@ class SQLReader(Closing):
         check_text(run_id, "run_id")  # "" is the events recorded outside any run
         t = self._table
         query = (
-            sa.select(*_read(t))
+            sa.select(*_read(t, self._dialect))
             .where(t.c.run_id == run_id)
             .order_by(t.c.seq)  # served by the (run_id, seq) index; sorted by id below
         )
@@ -234,7 +248,10 @@ class SQLReader(Closing):
         while remaining is None or remaining > 0:
             size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
             query = (
-                sa.select(*_read(t)).where(*where, t.c.seq > cursor).order_by(t.c.seq).limit(size)
+                sa.select(*_read(t, self._dialect))
+                .where(*where, t.c.seq > cursor)
+                .order_by(t.c.seq)
+                .limit(size)
             )
             with self._reading() as conn, self._page_guard(conn):
                 rows = conn.execute(query).all()

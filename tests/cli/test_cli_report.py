@@ -212,6 +212,22 @@ def test_an_unhashed_row_edited_by_hand_is_listed(tmp_path: Path, edit: str, wor
     assert data["compliant"] is False
 
 
+def test_json_bytes_that_are_not_utf8_are_listed(sqlite_ledger: Ledger) -> None:
+    path = sqlite_ledger.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        [(damaged,)] = conn.execute("SELECT max(event_id) FROM events WHERE kind = 'tool_result'")
+        conn.execute(
+            "UPDATE events SET event_json = CAST(X'7B22FF22' AS TEXT) WHERE event_id = ?",
+            (damaged,),
+        )
+    data = _report(sqlite_ledger.url)
+    [mismatch] = data["hash_check"]["mismatches"]
+    assert mismatch["event_id"] == damaged and data["compliant"] is False
+    check = invoke("db", "check", sqlite_ledger.url, "--json")
+    assert check.exit_code == 1
+    assert json.loads(check.stdout)["hash_check"]["mismatches"][0]["event_id"] == damaged
+
+
 def test_jsonl_report_says_hashes_unavailable(tmp_path: Path) -> None:
     from ledger.sinks import JSONLSink
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import SchemaVersionError
+from ledger import CorruptRecord, SchemaVersionError
 from ledger.sinks import SQLiteSink, open_sink
 from ledger.sinks.sql import COLUMNS, event_row
 
@@ -107,7 +107,7 @@ def test_tail_never_skips_a_row_that_commits_late(sqlite_store: Store, run_id: s
 _OPENER = """
 import sys
 from ledger.model import Event, Kind
-from ledger import SchemaVersionError
+from ledger import CorruptRecord, SchemaVersionError
 from ledger.sinks import SQLiteSink, open_sink
 with SQLiteSink(sys.argv[1]) as sink:
     sink.record(Event(kind=Kind.PROMPT, run_id="opener"))
@@ -146,3 +146,25 @@ def test_a_newer_database_is_refused_unchanged(tmp_path: Path) -> None:
     with pytest.raises(SchemaVersionError):
         open_sink(f"sqlite:///{path}")
     assert path.read_bytes() == before
+
+
+def test_json_that_is_not_utf8_names_its_row(sqlite_store: Store, run_id: str) -> None:
+    """Bytes written around the ledger that are not UTF-8: the row is named, and a
+    reader can go on past it, instead of the whole fetch failing in the driver."""
+    sink = sqlite_store.open()
+    events = [action(run_id, f"c{i}") for i in range(3)]
+    sink.record_many(events)
+    conn = sqlite3.connect(sqlite_store.path or "")
+    conn.execute(
+        "UPDATE events SET event_json = CAST(X'7B22FF22' AS TEXT) WHERE event_id = ?",
+        (str(events[1].event_id),),
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptRecord, match="not UTF-8") as info:
+        sink.get(events[1].event_id)
+    assert str(events[1].event_id) in str(info.value)
+    assert sink.get(events[0].event_id) == events[0]
+    with pytest.raises(CorruptRecord):
+        list(sink.events(run_id=run_id))
+    assert list(sink.events(run_id=run_id, after=info.value.seq)) == events[2:]
