@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from ledger.drift import verify_refs
-from ledger.typed.compaction import apply_compaction, plan_compaction
+from ledger.typed.compaction.apply import apply_compaction, plan_compaction
 from ledger.typed.config import parse_config
 from ledger.typed.intents import IntentQueue
 from ledger.typed.persist import persist

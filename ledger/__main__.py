@@ -1,6 +1,6 @@
 """``python -m ledger``: the ``ledger`` command."""
 
-from ledger.cli import main
+from ledger.cli.main import main
 
 if __name__ == "__main__":
     main()

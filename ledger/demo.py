@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 
 from ledger.drift import content_hash
 from ledger.errors import ToolDenied
-from ledger.gate import Gate
-from ledger.gate_policy import Approver, Decision, DenyNonSafe, ToolCall
-from ledger.gate_redact import bounded
-from ledger.model import Ref, RefSource, Verdict
+from ledger.gate.gate import Gate
+from ledger.gate.policy import Approver, Decision, DenyNonSafe, ToolCall
+from ledger.gate.redact import bounded
+from ledger.model.event import Ref, RefSource, Verdict
 
 if TYPE_CHECKING:
-    from ledger.chain import Chain
+    from ledger.chain.assemble import Chain
     from ledger.sinks.base import Sink
 
 __all__ = ["DemoResult", "is_dangerous", "render_chain", "run_scripted_agent"]

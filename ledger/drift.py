@@ -23,11 +23,11 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ledger.errors import EventNotFound, ValidationError
-from ledger.model import Ref, RefSource
+from ledger.model.event import Ref, RefSource
 
 if TYPE_CHECKING:
-    from ledger.chain import Chain
-    from ledger.model import Event
+    from ledger.chain.assemble import Chain
+    from ledger.model.event import Event
 
 __all__ = [
     "EventResolver",

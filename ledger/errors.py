@@ -23,6 +23,7 @@ __all__ = [
     "CorruptRecord",
     "DuplicateEvent",
     "EventNotFound",
+    "IntegrityError",
     "LedgerError",
     "NotSelfExplaining",
     "PersistError",
@@ -107,6 +108,20 @@ class SchemaVersionError(StorageError):
 
 class SinkClosed(StorageError):
     """The sink was closed; open a new one to write again."""
+
+
+# --- the tamper-evident log ---------------------------------------------------------
+
+
+class IntegrityError(LedgerError):
+    """Evidence failed verification; the message gives the precise reason.
+
+    Raised when a Merkle inclusion or consistency proof does not lead to the expected
+    root, when a signed note, checkpoint, key or cosignature is malformed, or when no
+    trusted key signed it. Treat the data as untrusted: check that you verify against
+    the right key, origin and tree head, fetch the proof or checkpoint again, and treat
+    a failure that persists as evidence of tampering (keep the inputs for forensics).
+    """
 
 
 # --- the gate ------------------------------------------------------------------------

@@ -566,8 +566,8 @@ def test_ref_sources_survive_reading(source: str) -> None:
 def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     import orjson
 
-    from ledger.eventjson import event_from_json
-    from ledger.model import _decode_compact
+    from ledger.model.codec import event_from_json
+    from ledger.model.event import _decode_compact
 
     text = ev.to_json()
     fast = _decode_compact(text)
@@ -608,8 +608,8 @@ def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     ],
 )
 def test_compact_decoding_declines_what_it_cannot_vouch_for(line: str) -> None:
-    from ledger.eventjson import event_from_json
-    from ledger.model import _decode_compact
+    from ledger.model.codec import event_from_json
+    from ledger.model.event import _decode_compact
 
     assert _decode_compact(line) is None
     try:
@@ -627,7 +627,7 @@ def test_hash_built_from_fields_equals_the_hash_of_the_parsed_json(ev: Event) ->
     import orjson
 
     from ledger.canonical import CanonicalizationError, sha256_of
-    from ledger.eventjson import encode_event, event_canonical_hash
+    from ledger.model.codec import encode_event, event_canonical_hash
     from ledger.sinks.sql import content_hash, event_row
 
     text, event_id, time_text = encode_event(ev)
@@ -652,7 +652,7 @@ def test_hash_built_from_fields_on_flat_and_nested_args(args: Any, duration: int
     import orjson
 
     from ledger.canonical import CanonicalizationError, sha256_of
-    from ledger.eventjson import encode_event, event_canonical_hash
+    from ledger.model.codec import encode_event, event_canonical_hash
 
     ev = Event(kind=Kind.ACTION, args=args, result=list(args.values()), duration_ms=duration)
     text, event_id, time_text = encode_event(ev)
@@ -715,8 +715,8 @@ def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
 ) -> None:
     import orjson
 
-    from ledger.eventjson import event_from_json
-    from ledger.model import _decode_compact
+    from ledger.model.codec import event_from_json
+    from ledger.model.event import _decode_compact
 
     line = orjson.dumps(
         {"event_id": EID, "time": "2026-01-02T03:04:05Z", "kind": kind} | members

@@ -20,8 +20,8 @@ from ledger.sinks.discard import DiscardSink
 from ledger.sinks.jsonl import JSONLContents, JSONLSink, read_jsonl
 
 if TYPE_CHECKING:
-    from ledger.sinks.migrate import upgrade
     from ledger.sinks.postgres import PostgresSink
+    from ledger.sinks.schema import upgrade
     from ledger.sinks.sqlite import SQLiteSink
     from ledger.sinks.url import open_sink
 
@@ -45,7 +45,7 @@ _LAZY = {
     "SQLiteSink": "ledger.sinks.sqlite",
     "PostgresSink": "ledger.sinks.postgres",
     "open_sink": "ledger.sinks.url",
-    "upgrade": "ledger.sinks.migrate",
+    "upgrade": "ledger.sinks.schema",
 }
 
 

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 from ulid import ULID
 
 from ledger.errors import NotSelfExplaining, ValidationError
-from ledger.model import Event, Kind, RefSource, Verdict
+from ledger.model.event import Event, Kind, RefSource, Verdict
 
 if TYPE_CHECKING:
-    from ledger.chain import Chain
+    from ledger.chain.assemble import Chain
 
 __all__ = [
     "Closing",

@@ -10,7 +10,7 @@ has no ``commit_action``), so a gate in front of it denies every non-safe action
 from __future__ import annotations
 
 from ledger.errors import ValidationError
-from ledger.model import Event
+from ledger.model.event import Event
 from ledger.sinks.base import Closing
 
 __all__ = ["DiscardSink"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ledger.errors import SinkClosed, StorageError, ValidationError
 from ledger.fsync import fsync_path
-from ledger.model import Event
+from ledger.model.event import Event
 from ledger.sinks.base import Closing, check_path
 
 __all__ = ["JSONLContents", "JSONLSink", "read_jsonl"]

@@ -55,9 +55,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
-from ledger.model import Event
+from ledger.model.event import Event
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.migrate import HEAD, advisory_key, current_revision, ensure_schema
+from ledger.sinks.schema import HEAD, advisory_key, current_revision, ensure_schema
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
 from ledger.sinks.writing import Row, Writing
 

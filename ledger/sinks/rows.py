@@ -22,9 +22,9 @@ import orjson
 
 from ledger.canonical import sha256_of
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
-from ledger.eventjson import encode_event_hashed
 from ledger.ids import ulid_text
-from ledger.model import Event
+from ledger.model.codec import encode_event_hashed
+from ledger.model.event import Event
 from ledger.timefmt import coerce_time, parse_time
 
 __all__ = [

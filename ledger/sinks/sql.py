@@ -1,7 +1,7 @@
 """The SQL sinks' shared SQLAlchemy Core schema and read queries (rows: :mod:`.rows`).
 
 One table, ``events`` (changed only through the Alembic revisions in
-``ledger/migrations``)::
+``ledger/sinks/migrations``)::
 
     seq           integer primary key   insertion sequence == commit order (see below)
     event_id      text, unique          the ULID, 26 characters
@@ -39,10 +39,10 @@ from typing import Any
 import sqlalchemy as sa
 from ulid import ULID
 
-from ledger.chain import Chain, assemble_chain
+from ledger.chain.assemble import Chain, assemble_chain
 from ledger.errors import CorruptRecord, EventNotFound, ValidationError
 from ledger.ids import coerce_event_id
-from ledger.model import Event, Kind, Verdict
+from ledger.model.event import Event, Kind, Verdict
 from ledger.sinks.base import Closing, RunSummary, check_limit, check_text
 from ledger.sinks.rows import (
     COLUMNS,

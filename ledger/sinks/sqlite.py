@@ -39,10 +39,10 @@ import sqlalchemy as sa
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
-from ledger.model import Event
+from ledger.model.event import Event
 from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.migrate import (
+from ledger.sinks.schema import (
     check_sqlite_file,
     current_revision,
     ensure_schema,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ledger.errors import SinkClosed
-from ledger.model import Event
+from ledger.model.event import Event
 from ledger.sinks.base import check_events, validate_action
 
 __all__ = ["Row", "Writing"]

@@ -15,7 +15,7 @@ The on-disk format is the gh-aw reference's, byte for byte.
 from __future__ import annotations
 
 from ledger.errors import ConfigError, PersistError, QueryError, RecordError, ReplayError
-from ledger.typed.compaction import CompactionOutcome, apply_compaction, plan_compaction
+from ledger.typed.compaction.apply import CompactionOutcome, apply_compaction, plan_compaction
 from ledger.typed.config import CompactionPolicy, LedgerConfig, LedgerDef, parse_config
 from ledger.typed.intents import IntentQueue
 from ledger.typed.order import replay_order
@@ -23,7 +23,7 @@ from ledger.typed.persist import persist
 from ledger.typed.projection import ProjectionFailed, build_projection
 from ledger.typed.query import QueryPage, query_records, query_sql
 from ledger.typed.records import Record, canonical_json, final_id, record_sha
-from ledger.typed.reducers import OperationError, ReplayResult, replay, validate_operation
+from ledger.typed.reducers.simple import OperationError, ReplayResult, replay, validate_operation
 from ledger.typed.resolver import LedgerResolver, record_ref
 from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
 from ledger.typed.tools import ToolDefinition, tool_definitions

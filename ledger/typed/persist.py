@@ -47,7 +47,7 @@ from typing import Any
 from ledger.errors import LedgerError, PersistError
 from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.records import Record, canonical_json, format_timestamp, new_record_id
-from ledger.typed.reducers import replay
+from ledger.typed.reducers.simple import replay
 from ledger.typed.store import Reconstruction, ShardStore
 from ledger.typed.transactions import Append, validate_artifact
 

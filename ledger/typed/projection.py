@@ -38,7 +38,7 @@ from ledger.errors import LedgerError, ReplayError
 from ledger.fsync import fsync_path
 from ledger.typed.config import KEY_RE, LedgerConfig, LedgerDef
 from ledger.typed.records import MAX_SAFE_INTEGER, canonical_json
-from ledger.typed.reducers import ReplayResult, TableSpec, replay
+from ledger.typed.reducers.simple import ReplayResult, TableSpec, replay
 from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
 
 __all__ = ["ProjectionFailed", "build_projection", "project_ledger", "validate_replay_output"]

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ledger.typed.config import LedgerConfig, LedgerDef
-from ledger.typed.reducers import make_reducer
-from ledger.typed.reducers_base import OPERATIONS, TableSpec
+from ledger.typed.reducers.base import OPERATIONS, TableSpec
+from ledger.typed.reducers.simple import make_reducer
 
 __all__ = ["ledger_prompt", "replay_prompt", "table_line"]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.typed.config import LedgerConfig, LedgerDef
-from ledger.typed.reducers_base import OPERATIONS
+from ledger.typed.reducers.base import OPERATIONS
 
 __all__ = [
     "QUERY_TOOL",

@@ -35,7 +35,7 @@ from ledger.errors import PersistError, RecordError
 from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.limits import RESERVED_FIELDS, check_shape, stringify_bytes
 from ledger.typed.records import final_id
-from ledger.typed.reducers import validate_operation
+from ledger.typed.reducers.simple import validate_operation
 from ledger.typed.schema import compile_schema, first_error
 
 __all__ = [

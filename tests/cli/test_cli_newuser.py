@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli import error_line
+from ledger.cli.main import error_line
 from ledger.errors import StorageError
 
 from .conftest import Ledger, invoke, sqlite_url

@@ -15,7 +15,7 @@ import pytest
 
 from ledger.model import Event, Kind, Ref, RefSource
 from ledger.report import build_report
-from ledger.report_timeline import bucket, width_for
+from ledger.report.timeline import bucket, width_for
 from ledger.sinks import SQLiteSink
 
 from .conftest import Ledger, invoke, sqlite_url

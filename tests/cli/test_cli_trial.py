@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli_why import json_value
-from ledger.report_hash import HashCheck
+from ledger.cli.why import json_value
+from ledger.report.hashes import HashCheck
 
 from .conftest import Ledger, invoke, run_cli, sqlite_url
 

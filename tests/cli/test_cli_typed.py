@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli_typed import typed_api
+from ledger.cli.typed import typed_api
 from ledger.typed import parse_config
 
 from .conftest import invoke

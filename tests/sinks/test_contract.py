@@ -401,7 +401,7 @@ def test_upgrade_on_demand_and_quick_reopen(store: Store) -> None:
 
 
 def test_head_constant_matches_the_shipped_revisions() -> None:
-    from ledger.sinks.migrate import HEAD, scripts_head
+    from ledger.sinks.schema import HEAD, scripts_head
 
     assert scripts_head() == HEAD
 

@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.typed.compaction import apply_compaction, plan_compaction
+from ledger.typed.compaction.apply import apply_compaction, plan_compaction
 from ledger.typed.config import parse_config
 from ledger.typed.records import Record, new_record_id
-from ledger.typed.reducers import replay
+from ledger.typed.reducers.simple import replay
 from ledger.typed.store import ShardStore
 
 CONFIG = parse_config({"x": {"type": "set", "compaction": {"min-segments": 2, "max-segments": 3}}})

@@ -20,7 +20,7 @@ from ledger.typed import (
     parse_config,
 )
 from ledger.typed.projection import validate_replay_output
-from ledger.typed.reducers_base import TableSpec
+from ledger.typed.reducers.base import TableSpec
 
 TS = "2026-01-01T00:00:00.000Z"
 

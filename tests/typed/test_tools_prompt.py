@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ledger.typed.config import parse_config
 from ledger.typed.prompt import ledger_prompt, replay_prompt, table_line
-from ledger.typed.reducers_base import TableSpec
+from ledger.typed.reducers.base import TableSpec
 
 
 def test_table_line_format() -> None:

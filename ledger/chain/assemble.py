@@ -1,0 +1,317 @@
+"""Rebuild one run from its events: the request, what was available, each action.
+
+>>> chain = assemble_chain(events)          # pure; events of one run, in event order
+>>> chain.request.args                      # the run's input (the chain head)
+>>> [a.intent.tool for a in chain.actions]  # every action, allowed or denied
+>>> print(chain.why("c1"))                  # one action explained, read backward
+
+Pairing follows the reference: an ``action`` and the ``tool_result`` with the same call id
+form one :class:`Action`; results whose call id belongs to no action are safe reads and
+land in ``available`` as tool refs, interleaved in event order with the refs of
+``retrieved`` events. Unlike the reference nothing is resolved silently: more
+than one request, several results for one call, results without a call id, allowed
+actions without a result, results recorded before their intent, results of calls that had
+no allowed intent, and denied attempts are reported in ``anomalies``. The first request is
+the head; a call's first result pairs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ledger.chain.explain import Explanation
+from ledger.errors import CallNotFound
+from ledger.ids import ulid_text
+from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
+
+__all__ = ["Action", "Anomaly", "AnomalyCode", "Chain", "Explanation", "assemble_chain"]
+
+
+class AnomalyCode(StrEnum):
+    """The oddities a chain reports instead of hiding."""
+
+    NO_REQUEST = "no_request"
+    MULTIPLE_REQUESTS = "multiple_requests"
+    MIXED_RUNS = "mixed_runs"
+    DENIED_ATTEMPT = "denied_attempt"
+    ACTION_WITHOUT_CALL_ID = "action_without_call_id"
+    DUPLICATE_ACTION = "duplicate_action"
+    ACTION_WITHOUT_RESULT = "action_without_result"
+    DUPLICATE_RESULT = "duplicate_result"
+    RESULT_WITHOUT_CALL_ID = "result_without_call_id"
+    RESULT_BEFORE_INTENT = "result_before_intent"
+    RESULT_WITHOUT_INTENT = "result_without_intent"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Anomaly:
+    """One oddity in a run, with the events it concerns."""
+
+    code: AnomalyCode
+    detail: str
+    event_ids: tuple[str, ...] = ()
+    call_id: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """One effectful call: its intent (target, verdict, embedded why), its result, and
+    the evidence it rested on. A denied attempt is an action whose outcome is a denial."""
+
+    intent: Event
+    result: Event | None = None
+    evidence: tuple[Ref, ...] = ()
+
+    @property
+    def call_id(self) -> str:
+        return self.intent.call_id
+
+    @property
+    def tool(self) -> str:
+        return self.intent.tool
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.intent.verdict
+
+    @property
+    def denied(self) -> bool:
+        """True when the intent was refused (the tool did not run)."""
+        return self.intent.verdict in (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
+
+    @property
+    def outcome(self) -> str:
+        """``denied``, ``failed`` (the tool raised), ``succeeded`` or ``no_result``."""
+        if self.denied:
+            return "denied"
+        if self.result is None:
+            return "no_result"
+        return "failed" if self.result.err else "succeeded"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chain:
+    """One run reconstructed. Read backward it answers *why*."""
+
+    run_id: str = ""
+    request: Event | None = None
+    available: tuple[Ref, ...] = ()
+    actions: tuple[Action, ...] = ()
+    anomalies: tuple[Anomaly, ...] = ()
+    events: tuple[Event, ...] = ()
+
+    @property
+    def denied(self) -> tuple[Action, ...]:
+        """The denied attempts, in event order."""
+        return tuple(a for a in self.actions if a.denied)
+
+    def action(self, call_id: str) -> Action:
+        """The action for ``call_id`` (the allowed one when several share it)."""
+        found = [a for a in self.actions if a.call_id == call_id] if call_id else []
+        if not found:
+            known = ", ".join(repr(a.call_id) for a in self.actions) or "none"
+            raise CallNotFound(
+                f"call id {call_id!r} has no action in run {self.run_id!r} "
+                f"(call ids present: {known})"
+            )
+        allowed = [a for a in found if not a.denied]
+        return (allowed or found)[0]
+
+    def why(self, call_id: str) -> Explanation:
+        """Explain one action backward: verdict and reason, evidence, the request."""
+        action = self.action(call_id)
+        decision = next(
+            (
+                e
+                for e in self.events
+                if e.kind is Kind.GATE_DECISION and e.call_id == call_id and call_id
+            ),
+            None,
+        )
+        return Explanation(
+            action=action,
+            request=self.request,
+            decision=decision,
+            anomalies=tuple(a for a in self.anomalies if a.call_id == call_id),
+        )
+
+
+def result_ref(result: Event) -> Ref:
+    """The tool ref of a safe read: the result's event id and the SHA-256 of its raw
+    result text (empty when it has none)."""
+    digest = ""
+    if result.result is not None:
+        digest = "sha256:" + hashlib.sha256(result.result.encode("utf-8")).hexdigest()
+    return Ref(source=RefSource.TOOL, id=ulid_text(result.event_id), hash=digest)
+
+
+_DENIED = (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
+
+
+def _flag(
+    out: list[Anomaly], code: AnomalyCode, detail: str, events: Iterable[Event], call: str = ""
+) -> None:
+    ids = tuple([ulid_text(e.event_id) for e in events])
+    out.append(Anomaly(code=code, detail=detail, event_ids=ids, call_id=call))
+
+
+def assemble_chain(events: Iterable[Event]) -> Chain:
+    """Reconstruct one run from its events (in event order). Pure: no I/O.
+
+    One pass sorts the events into what each rule needs (run ids, requests, results by
+    call, actions, the sources of ``available``); the rules then run over those short
+    lists. Anomalies come in a fixed order: mixed runs, the request, duplicate results
+    (by call, first seen first), each action's problems (in event order), results that
+    ran without an allowed intent, results without a call id.
+
+    A denied action is never paired with a result (the tool did not run); a result of a
+    call whose intent was denied, or whose gate decision was not a safe allowance, is a
+    ``result_without_intent`` anomaly.
+    """
+    ordered = list(events)
+    runs: dict[str, None] = {}
+    requests: list[Event] = []
+    by_call: dict[str, list[Event]] = {}
+    last: dict[int, int] = {}  # id(action or result event) -> its last position
+    intents: list[Event] = []
+    sources: list[Event] = []  # retrieved events and tool results, in event order
+    decisions: dict[str, Event] = {}  # call id -> its first gate decision
+    for i, e in enumerate(ordered):
+        if e.run_id:
+            runs[e.run_id] = None
+        kind = e.kind
+        if kind is Kind.ACTION:
+            intents.append(e)
+            last[id(e)] = i
+        elif kind is Kind.TOOL_RESULT:
+            sources.append(e)
+            last[id(e)] = i
+            if e.call_id:
+                by_call.setdefault(e.call_id, []).append(e)
+        elif kind is Kind.RETRIEVED:
+            sources.append(e)
+        elif kind is Kind.REQUEST:
+            requests.append(e)
+        elif kind is Kind.GATE_DECISION and e.call_id:
+            decisions.setdefault(e.call_id, e)
+    anomalies: list[Anomaly] = []
+    run_id = _run_id(list(runs), anomalies)
+    request = _request(requests, anomalies)
+    results = _results(by_call, anomalies)
+    actions = _actions(intents, results, last, anomalies)
+    _unintended(results, intents, decisions, anomalies)
+    reads = _available(sources, {e.call_id for e in intents if e.call_id}, anomalies)
+    return Chain(
+        run_id=run_id,
+        request=request,
+        available=tuple(reads),
+        actions=tuple(actions),
+        anomalies=tuple(anomalies),
+        events=tuple(ordered),
+    )
+
+
+def _run_id(runs: list[str], out: list[Anomaly]) -> str:
+    if len(runs) > 1:
+        detail = f"events of {len(runs)} runs were assembled together: {', '.join(runs)}"
+        _flag(out, AnomalyCode.MIXED_RUNS, detail, ())
+    return runs[0] if runs else ""
+
+
+def _request(requests: list[Event], out: list[Anomaly]) -> Event | None:
+    if not requests:
+        _flag(out, AnomalyCode.NO_REQUEST, "no request event: the chain has no head", ())
+        return None
+    if len(requests) > 1:
+        detail = f"{len(requests)} request events; the first is the head"
+        _flag(out, AnomalyCode.MULTIPLE_REQUESTS, detail, requests)
+    return requests[0]
+
+
+def _results(by_call: dict[str, list[Event]], out: list[Anomaly]) -> dict[str, Event]:
+    for call, found in by_call.items():
+        if len(found) > 1:
+            detail = f"{len(found)} results recorded for call {call!r}; the first is paired"
+            _flag(out, AnomalyCode.DUPLICATE_RESULT, detail, found, call)
+    return {call: found[0] for call, found in by_call.items()}
+
+
+def _actions(
+    intents: list[Event],
+    results: dict[str, Event],
+    last: dict[int, int],
+    out: list[Anomaly],
+) -> list[Action]:
+    actions: list[Action] = []
+    seen: dict[str, Event] = {}
+    for e in intents:
+        call, tool = e.call_id, e.tool or "?"
+        denied = e.verdict in _DENIED
+        result = results.get(call) if call and not denied else None  # a denial never ran
+        actions.append(Action(intent=e, result=result, evidence=e.refs))
+        if denied:
+            reason = e.reason or "no reason recorded"
+            _flag(out, AnomalyCode.DENIED_ATTEMPT, f"{tool} was denied: {reason}", [e], call)
+        if not call:
+            _flag(out, AnomalyCode.ACTION_WITHOUT_CALL_ID, f"{tool} action has no call id", [e])
+            continue
+        if call in seen:
+            detail = f"call {call!r} has more than one action record"
+            _flag(out, AnomalyCode.DUPLICATE_ACTION, detail, [seen[call], e], call)
+        else:
+            seen[call] = e
+        if result is None:
+            if not denied:
+                detail = f"{tool} (call {call!r}) was allowed but no result was recorded"
+                _flag(out, AnomalyCode.ACTION_WITHOUT_RESULT, detail, [e], call)
+        elif last[id(result)] < last[id(e)]:
+            detail = f"the result of call {call!r} was recorded before its intent"
+            _flag(out, AnomalyCode.RESULT_BEFORE_INTENT, detail, [result, e], call)
+    return actions
+
+
+def _unintended(
+    results: dict[str, Event],
+    intents: list[Event],
+    decisions: dict[str, Event],
+    out: list[Anomaly],
+) -> None:
+    """Flag results of calls that had no allowed intent: calls whose only actions were
+    denials, and calls with no action whose gate decision was a denial or not marked
+    safe (``safe:`` label). A result with no action and no decision is a safe read."""
+    allowed = {e.call_id for e in intents if e.call_id and e.verdict not in _DENIED}
+    denied = {e.call_id for e in intents if e.call_id} - allowed
+    for call, result in results.items():
+        if call in allowed:
+            continue
+        decision = decisions.get(call)
+        if call in denied:
+            why = "its only action was a denial"
+        elif decision is not None and decision.verdict in _DENIED:
+            why = "the gate denied it"
+        elif decision is not None and not decision.label.startswith("safe:"):
+            why = "the gate did not mark it safe and no action was committed"
+        else:
+            continue
+        tool = result.tool or "?"
+        detail = f"{tool} (call {call!r}) has a result but {why}: it ran without an intent"
+        _flag(out, AnomalyCode.RESULT_WITHOUT_INTENT, detail, [result], call)
+
+
+def _available(sources: list[Event], action_calls: set[str], out: list[Anomaly]) -> list[Ref]:
+    refs: list[Ref] = []
+    for e in sources:
+        if e.kind is Kind.RETRIEVED:
+            refs.extend(e.refs)
+        elif e.call_id not in action_calls:
+            refs.append(result_ref(e))
+            if not e.call_id:
+                detail = f"a {e.tool or 'tool'} result has no call id; kept as a read"
+                _flag(out, AnomalyCode.RESULT_WITHOUT_CALL_ID, detail, [e])
+    return refs

@@ -1,0 +1,152 @@
+"""``Explanation``: one action of a chain, read backward into a readable account.
+
+>>> exp = chain.why("c1")
+>>> print(exp)
+write_file (call c1) in run 01J...: allowed
+  reason:   policy allow-list: ... | request: "tidy the notes"
+  args:     {"path":"notes.txt"}
+  outcome:  succeeded in 3 ms
+  evidence: tool 01J... sha256:...
+  request:  "tidy the notes" (event 01J..., 2026-11-30T14:00:00Z)
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledger.timefmt import format_time
+
+if TYPE_CHECKING:
+    from ledger.chain.assemble import Action, Anomaly
+    from ledger.model.event import Event, Ref
+
+__all__ = ["Explanation"]
+
+_CLIP = 200
+_INDENT = " " * 12  # under the values: "  reason:   "
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _field(label: str, text: str, width: int | None) -> list[str]:
+    """``  label:   text``, whole; wrapped under the value column when ``width`` is given
+    (no character is dropped but the spaces where a line breaks)."""
+    head = f"  {label + ':':<10}"
+    if width is None:
+        return [head + text]
+    return textwrap.wrap(
+        text,
+        width=max(width, len(head) + 20),
+        initial_indent=head,
+        subsequent_indent=_INDENT,
+        break_on_hyphens=False,
+    ) or [head.rstrip()]
+
+
+def _ref_line(ref: Ref, request_id: str) -> str:
+    if ref.id and ref.id == request_id:
+        return f"{ref.source} {ref.id} (the run's request)"
+    return f"{ref.source} {ref.id}" + (f" {ref.hash}" if ref.hash else " (no hash captured)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation:
+    """Why one action happened (or was refused): its intent, verdict and reason, the
+    evidence it rested on, the gate's decision, and the request that started the run."""
+
+    action: Action
+    request: Event | None
+    decision: Event | None = None
+    anomalies: tuple[Anomaly, ...] = ()
+
+    @property
+    def tool(self) -> str:
+        return self.action.intent.tool
+
+    @property
+    def reason(self) -> str:
+        return self.action.intent.reason
+
+    @property
+    def evidence(self) -> tuple[Ref, ...]:
+        return self.action.evidence
+
+    def to_dict(self) -> dict[str, Any]:
+        """Machine form with stable field names."""
+        intent, result = self.action.intent, self.action.result
+        return {
+            "run_id": intent.run_id,
+            "call_id": intent.call_id,
+            "tool": intent.tool,
+            "args": intent.args,
+            "verdict": str(intent.verdict) if intent.verdict else None,
+            "reason": intent.reason,
+            "outcome": self.action.outcome,
+            "result": result.result if result else None,
+            "err": result.err if result else "",
+            "duration_ms": result.duration_ms if result else None,
+            "evidence": [r.to_dict() for r in self.evidence],
+            "decision": (
+                {"verdict": str(self.decision.verdict or ""), "reason": self.decision.reason}
+                if self.decision
+                else None
+            ),
+            "request": (
+                {
+                    "event_id": str(self.request.event_id),
+                    "args": self.request.args,
+                    "time": format_time(self.request.time),
+                }
+                if self.request
+                else None
+            ),
+            "anomalies": [str(a) for a in self.anomalies],
+        }
+
+    def _outcome(self) -> str:
+        result, outcome = self.action.result, self.action.outcome
+        if outcome == "denied":
+            return "denied: the tool did not run"
+        if result is None:
+            return "no result recorded (crashed, still running, or the outcome write failed)"
+        timing = f" in {result.duration_ms} ms"
+        if outcome == "failed":
+            return f"failed{timing}: {_clip(result.err)}"
+        return f"succeeded{timing}: {_clip(result.result or '')}"
+
+    def render(self, width: int | None = None) -> str:
+        """The readable account. The reason and the gate's reason are shown whole,
+        wrapped to ``width`` when given; args, result and request are cut at 200
+        characters (``to_dict()`` has all of them)."""
+        intent = self.action.intent
+        verdict = str(intent.verdict) if intent.verdict else "no verdict"
+        lines = [
+            f"{intent.tool or '?'} (call {intent.call_id or '?'}) in run "
+            f"{intent.run_id or '?'}: {verdict}",
+            *_field("reason", intent.reason or "(none recorded)", width),
+            f"  args:     {_clip(intent.args or '(none)')}",
+            f"  outcome:  {self._outcome()}",
+        ]
+        if self.decision is not None:
+            gate = f"{self.decision.verdict or '?'}: {self.decision.reason}"
+            lines += _field("gate", gate, width)
+        request_id = str(self.request.event_id) if self.request is not None else ""
+        evidence = [_ref_line(r, request_id) for r in self.evidence] or ["(none)"]
+        lines.append(f"  evidence: {evidence[0]}")
+        lines.extend(f"{_INDENT}{line}" for line in evidence[1:])
+        if self.request is None:
+            lines.append("  request:  (missing: the run's head was not recorded)")
+        else:
+            lines.append(
+                f"  request:  {_clip(self.request.args or self.request.preview or '')} "
+                f"(event {self.request.event_id}, {format_time(self.request.time)})"
+            )
+        lines.extend(f"  anomaly:  {a}" for a in self.anomalies)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()

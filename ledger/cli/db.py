@@ -1,0 +1,74 @@
+"""``ledger db upgrade URL`` and ``ledger db check URL``.
+
+``upgrade`` brings the schema to the newest revision (:func:`ledger.sinks.upgrade`);
+``check`` reports schema revision, row counts and an integrity check
+(:func:`ledger.report_db.check_database`) and exits with status 1 when something is wrong.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from ledger.cli.common import emit_json, json_option, stdout
+from ledger.report.database import check_database, check_db_url, split_schema
+
+__all__ = ["db", "register"]
+
+
+@click.group(short_help="Database schema and health: upgrade, check.")
+def db() -> None:
+    """Database schema and health: upgrade (create or migrate), check (read-only)."""
+
+
+@db.command(short_help="Create or migrate the schema at URL to the newest revision.")
+@click.argument("url")
+@json_option
+def upgrade(url: str, as_json: bool) -> None:
+    """Bring the ledger schema at URL to the newest revision (creates it if empty)."""
+    from ledger.sinks import upgrade as upgrade_schema
+
+    check_db_url(url)
+    plain, schema = split_schema(url)
+    revision = upgrade_schema(plain, schema=schema)
+    if as_json:
+        emit_json({"revision": revision})
+    else:
+        click.echo(f"schema at revision {revision}")
+
+
+@db.command(short_help="Schema revision, row counts and integrity (read-only).")
+@click.argument("url")
+@json_option
+def check(url: str, as_json: bool) -> None:
+    """Schema revision, row counts and integrity of the ledger at URL (read-only)."""
+    result = check_database(url)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        stdout().print(f"ledger database {escape(result.url)}", soft_wrap=True)
+        table = Table(show_header=False)
+        table.add_column("what")
+        table.add_column("value")
+        table.add_row("dialect", result.dialect)
+        table.add_row(
+            "schema",
+            f"{result.revision or '(none)'} ({result.schema_status}; newest {result.head})",
+        )
+        table.add_row("events", str(result.events))
+        table.add_row("runs", str(result.runs))
+        for kind, count in sorted(result.kinds.items()):
+            table.add_row(f"  {kind}", str(count))
+        table.add_row("integrity", result.integrity)
+        table.add_row("content hashes", result.hash_check.summary())
+        stdout().print(table)
+        verdict = "[green]ok[/]" if result.ok else "[bold red]problems found[/]"
+        stdout().print(verdict)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+def register(group: click.Group) -> None:
+    """Add the ``db`` group to ``group``."""
+    group.add_command(db)

@@ -1,0 +1,358 @@
+"""Forensics commands: ``runs``, ``chain``, ``why``, ``events``, ``drift``.
+
+Each is a thin layer over a reader call (``Reader.runs``, ``Reader.chain``,
+``Chain.why``, ``Reader.events``, ``verify_refs``); ``--json`` prints the machine form.
+``ledger events --json`` prints JSON Lines: one event per line in the reference's JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
+
+import click
+from rich.markup import escape
+from rich.tree import Tree
+
+from ledger.chain.assemble import Action, Chain
+from ledger.cli.common import (
+    db_option,
+    emit_json,
+    human_time,
+    json_option,
+    narrow_table,
+    open_db,
+    short_hash,
+    stdout,
+    window_options,
+)
+from ledger.cli.why import json_value, why_dict, why_text
+from ledger.drift import EventResolver, RefCheck, Resolver, chain_refs, verify_refs
+from ledger.errors import LedgerError
+from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
+from ledger.report.model import run_dict
+from ledger.sinks import Reader
+from ledger.timefmt import format_time
+
+__all__ = ["chain_dict", "register"]
+
+_STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "unverifiable": "yellow"}
+REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` shows it all)
+_OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
+
+
+def _clip(text: str | None, limit: int = 120) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def event_dict(e: Event) -> dict[str, Any]:
+    """An event in the reference's JSON shape, as a dict."""
+    value: dict[str, Any] = json.loads(e.to_json())
+    return value
+
+
+def action_dict(a: Action) -> dict[str, Any]:
+    """One action of a chain: intent, verdict, reason, evidence, result."""
+    result = a.result
+    return {
+        "call_id": a.call_id,
+        "tool": a.tool,
+        "args": json_value(a.intent.args),
+        "verdict": str(a.verdict) if a.verdict else None,
+        "reason": a.intent.reason,
+        "outcome": a.outcome,
+        "evidence": [r.to_dict() for r in a.evidence],
+        "result": json_value(result.result) if result else None,
+        "err": result.err if result else "",
+        "duration_ms": result.duration_ms if result else None,
+        "time": format_time(a.intent.time),
+        "intent_event_id": str(a.intent.event_id),
+        "result_event_id": str(result.event_id) if result else None,
+    }
+
+
+def chain_dict(chain: Chain) -> dict[str, Any]:
+    """A chain with stable field names (the ``ledger chain --json`` output)."""
+    return {
+        "run_id": chain.run_id,
+        "request": event_dict(chain.request) if chain.request else None,
+        "available": [r.to_dict() for r in chain.available],
+        "actions": [action_dict(a) for a in chain.actions],
+        "anomalies": [
+            {
+                "code": str(x.code),
+                "detail": x.detail,
+                "call_id": x.call_id,
+                "event_ids": list(x.event_ids),
+            }
+            for x in chain.anomalies
+        ],
+        "events": len(chain.events),
+    }
+
+
+def _ref_text(ref: Ref) -> str:
+    return f"{ref.source} {ref.id} " + (short_hash(ref.hash) or "(no hash captured)")
+
+
+def _span(first: datetime, last: datetime) -> str:
+    """``2026-11-30 14:44:44 → 14:45:02`` (the date again only when it changed)."""
+    start, end = human_time(first), human_time(last)
+    if end[:10] == start[:10]:
+        end = end[11:]
+    return f"{start} → {end}"
+
+
+@click.command(short_help="One row per run: time span, actions, denials, errors.")
+@db_option
+@window_options
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many runs.")
+@json_option
+def runs(db: str, since: Any, until: Any, limit: int | None, as_json: bool) -> None:
+    """One row per run: time span, actions, denials, errors, whether it ended."""
+    with open_db(db) as reader:
+        found = list(reader.runs(since=since, until=until, limit=limit))
+    if as_json:
+        emit_json([run_dict(s) for s in found])
+        return
+    table = narrow_table(f"{len(found)} run(s), times in UTC")
+    table.add_column("run", no_wrap=True, min_width=26)
+    table.add_column("time span", min_width=10)
+    for name in ("events", "actions", "denials", "errors", "ended"):
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    for s in found:
+        table.add_row(
+            escape(s.run_id),
+            _span(s.first_time, s.last_time),
+            str(s.events),
+            str(s.actions),
+            f"[red]{s.denials}[/]" if s.denials else "0",
+            f"[red]{s.errors}[/]" if s.errors else "0",
+            "yes" if s.ended else "[yellow]no[/]",
+        )
+    stdout().print(table)
+
+
+def chain_tree(chain: Chain) -> Tree:
+    """The rich tree of one chain: request, available, actions, anomalies."""
+    tree = Tree(f"[bold]run {escape(chain.run_id)}[/] ({len(chain.events)} events)")
+    req = chain.request
+    text = _clip(req.args or req.preview) if req else "[red](missing)[/]"
+    tree.add(f"[bold]request[/]: {escape(text) if req else text}")
+    avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
+    for ref in chain.available:
+        avail.add(escape(_ref_text(ref)))
+    acts = tree.add(f"[bold]actions[/] ({len(chain.actions)})")
+    for a in chain.actions:
+        style = _OUTCOME_STYLE.get(a.outcome, "white")
+        node = acts.add(
+            f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: "
+            f"{a.verdict or 'no verdict'} → [{style}]{a.outcome}[/]"
+        )
+        reason = _clip(a.intent.reason, REASON_CLIP) or "(none recorded)"
+        node.add(f"reason: {escape(reason)}")
+        node.add(f"args: {escape(_clip(a.intent.args or '(none)'))}")
+        for ref in a.evidence:
+            node.add(f"evidence: {escape(_ref_text(ref))}")
+        if a.result is not None:
+            body = a.result.err or _clip(a.result.result)
+            node.add(f"result ({a.result.duration_ms} ms): {escape(body)}")
+    if chain.anomalies:
+        anomalies = tree.add(f"[bold red]anomalies[/] ({len(chain.anomalies)})")
+        for x in chain.anomalies:
+            anomalies.add(f"[red]{escape(str(x))}[/]")
+    else:
+        tree.add("[green]no anomalies[/]")
+    return tree
+
+
+def _chain(reader: Reader, run_id: str) -> Chain:
+    chain = reader.chain(run_id)
+    if not chain.events:
+        raise LedgerError(f"no events recorded for run {run_id!r} (see `ledger runs`)")
+    return chain
+
+
+@click.command(short_help="A run: request, what was available, actions, anomalies.")
+@click.argument("run_id")
+@db_option
+@json_option
+def chain(run_id: str, db: str, as_json: bool) -> None:
+    """A run's chain: request, what was available, each action, anomalies."""
+    with open_db(db) as reader:
+        found = _chain(reader, run_id)
+    if as_json:
+        emit_json(chain_dict(found))
+    else:
+        stdout().print(chain_tree(found))
+
+
+@click.command(short_help="One action explained backward, back to the request.")
+@click.argument("run_id")
+@click.argument("call_id")
+@db_option
+@json_option
+def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
+    """One action explained backward: verdict, reason, evidence, the request."""
+    with open_db(db) as reader:
+        explanation = _chain(reader, run_id).why(call_id)
+    if as_json:
+        emit_json(why_dict(explanation))
+    else:
+        click.echo(why_text(explanation, stdout().width))
+
+
+@click.command(short_help="Events filtered by run, kind, tool, verdict, time.")
+@db_option
+@click.option("--run", "run_id", metavar="RUN_ID", help="Only this run.")
+@click.option("--kind", type=click.Choice([k.value for k in Kind]), help="Only this kind.")
+@click.option("--tool", help="Only this tool.")
+@click.option("--verdict", type=click.Choice([v.value for v in Verdict]), help="Only this verdict.")
+@window_options
+@click.option("--after", metavar="EVENT_ID", help="Only events committed after this one.")
+@click.option("--limit", type=click.IntRange(min=0), default=1000, show_default=True)
+@json_option
+def events(
+    db: str,
+    run_id: str | None,
+    kind: str | None,
+    tool: str | None,
+    verdict: str | None,
+    since: Any,
+    until: Any,
+    after: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Events filtered by run, kind, tool, verdict and time window (commit order)."""
+    with open_db(db) as reader:
+        found = reader.events(
+            run_id=run_id,
+            kind=kind,
+            tool=tool,
+            verdict=verdict,
+            since=since,
+            until=until,
+            after=after,
+            limit=limit,
+        )
+        if as_json:
+            for e in found:
+                click.echo(e.to_json())
+            return
+        table = narrow_table()
+        table.add_column("time", overflow="fold")
+        if run_id is None:
+            table.add_column("run", overflow="fold")
+        table.add_column("kind", no_wrap=True)
+        table.add_column("call", overflow="fold")
+        table.add_column("tool", overflow="fold")
+        table.add_column("verdict", no_wrap=True)
+        # fold, and no min_width: rich renders a cell at its min_width and then crops it
+        # to the column, which dropped letters at each wrap ("dangerous sh / command refu")
+        table.add_column("detail", ratio=1, overflow="fold")
+        count, last = 0, ""
+        for e in found:
+            count += 1
+            last = str(e.event_id)
+            detail = _clip(e.err or e.reason or e.result or e.args or e.preview, 60)
+            cells = [human_time(e.time)]
+            cells += [escape(e.run_id)] if run_id is None else []
+            cells += [
+                str(e.kind),
+                escape(e.call_id),
+                escape(e.tool),
+                str(e.verdict or ""),
+                escape(detail),
+            ]
+            table.add_row(*cells)
+        where = f" of run {escape(run_id)}" if run_id is not None else ""
+        table.title = f"{count} event(s){where}, times in UTC"
+    console = stdout()
+    console.print(table)
+    if count == limit and count:
+        console.print(f"limit reached: continue with --after {last}")
+    elif count:
+        console.print(f"last event {last} (tail with --after {last})")
+
+
+class _Resolvers:
+    """Several resolvers as one, each answering for its own sources."""
+
+    def __init__(self, resolvers: Collection[Resolver]) -> None:
+        self._by_source: Mapping[RefSource, Resolver] = {s: r for r in resolvers for s in r.sources}
+        self.sources: Collection[RefSource] = frozenset(self._by_source)
+
+    def current_hash(self, source: RefSource, id: str) -> str | None:
+        return self._by_source[source].current_hash(source, id)
+
+
+def _ledger_resolver(config: Path, store: Path) -> Resolver:
+    from ledger.cli.typed import load_config, typed_api
+
+    parsed = load_config(config)
+    resolver: Resolver = typed_api("LedgerResolver")(typed_api("ShardStore")(store, parsed), parsed)
+    return resolver
+
+
+def check_dict(c: RefCheck) -> dict[str, Any]:
+    """One ref check with stable field names."""
+    return c.ref.to_dict() | {
+        "state": str(c.state),
+        "current_hash": c.current_hash,
+        "detail": c.detail,
+    }
+
+
+@click.command(short_help="Is a run's evidence still what it was (intact or drifted)?")
+@click.argument("run_id")
+@db_option
+@click.option(
+    "--config", type=click.Path(path_type=Path, dir_okay=False), help="Typed-ledger config (YAML)."
+)
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Typed-ledger store directory.",
+)
+@json_option
+def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json: bool) -> None:
+    """Is the evidence of a run still what it was? Each ref: intact, drifted, missing,
+    unverifiable. Tool refs resolve in the ledger; ledger refs need --config and --store."""
+    if (config is None) != (store is None):
+        raise click.UsageError("--config and --store go together (typed-ledger refs)")
+    with open_db(db) as reader:
+        resolvers: list[Resolver] = [cast(Resolver, EventResolver(reader))]
+        if config is not None and store is not None:
+            resolvers.append(_ledger_resolver(config, store))
+        checks = verify_refs(chain_refs(_chain(reader, run_id)), _Resolvers(resolvers))
+    if as_json:
+        counts = {s: sum(str(c.state) == s for c in checks) for s in _STATE_STYLE}
+        emit_json({"run_id": run_id, "counts": counts, "refs": [check_dict(c) for c in checks]})
+        return
+    table = narrow_table(f"{len(checks)} ref(s) of run {escape(run_id)}")
+    table.add_column("state", no_wrap=True)
+    table.add_column("source", no_wrap=True)
+    table.add_column("id", overflow="fold")
+    table.add_column("captured hash", no_wrap=True)
+    table.add_column("detail", ratio=1, overflow="fold")
+    for c in checks:
+        style = _STATE_STYLE[str(c.state)]
+        table.add_row(
+            f"[{style}]{c.state}[/]",
+            escape(str(c.ref.source)),
+            escape(c.ref.id),
+            short_hash(c.ref.hash) or "-",
+            escape(c.detail),
+        )
+    stdout().print(table)
+
+
+def register(group: click.Group) -> None:
+    """Add the forensics commands to ``group``."""
+    for command in (runs, chain, why, events, drift):
+        group.add_command(command)

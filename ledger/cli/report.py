@@ -1,0 +1,206 @@
+"""``ledger report``: the compliance report, a thin layer over :func:`build_report`.
+
+``--format table`` (default) prints a summary to the terminal; ``json``, ``csv`` and
+``html`` print the document, or write it to ``--output FILE``. ``--strict`` makes the exit
+status 3 when the report is not compliant (an action ran without a committed intent, or
+a content hash mismatched), for use in scheduled jobs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ledger.cli.common import (
+    db_option,
+    human_time,
+    narrow_table,
+    open_db,
+    progress,
+    stdout,
+    window_options,
+)
+from ledger.report import ComplianceReport, build_report
+from ledger.report.model import run_outcome
+
+__all__ = ["print_summary", "register", "report"]
+
+NOT_COMPLIANT = 3
+MAX_ROWS = 50  # per detail table on the terminal
+
+
+def _t(value: datetime | None) -> str:
+    return human_time(value) if value is not None else "open"
+
+
+def _window(r: ComplianceReport) -> str:
+    if r.since is None and r.until is None:
+        return "all records (no --since or --until)"
+    if r.until is None:
+        return f"from {_t(r.since)} on"
+    if r.since is None:
+        return f"everything before {_t(r.until)}"
+    return f"{_t(r.since)} to {_t(r.until)} (until exclusive)"
+
+
+def _counts_table(r: ComplianceReport) -> Table:
+    table = Table(title="Compliance report (times in UTC)", show_header=False)
+    table.add_column("what", no_wrap=True)
+    table.add_column("value")
+    table.add_row("window", _window(r))
+    held = f"{_t(r.oldest_record)} to {_t(r.newest_record)}" if r.oldest_record else "none"
+    table.add_row("records held", held)
+    ended = sum(x.ended for x in r.runs)
+    table.add_row("runs", f"{len(r.runs)} ({ended} ended, {len(r.runs) - ended} open)")
+    table.add_row("events", str(r.events))
+    table.add_row("allowed actions", str(r.actions))
+    table.add_row("denials", str(len(r.denials)))
+    table.add_row("actions with no result", str(len(r.missing_results)))
+    return table
+
+
+def print_summary(r: ComplianceReport, console: Console, *, details: bool = True) -> None:
+    """The human form of a report: counts, the two verdicts, then the detail tables."""
+    console.print(_counts_table(r))
+    style = "green" if not r.unsafe_without_intent else "bold red"
+    console.print(f"[{style}]{escape(r.unsafe_statement())}[/]")
+    hc = r.hash_check
+    hstyle = "green" if hc.available and not hc.mismatch_count else "yellow"
+    if hc.mismatch_count:
+        hstyle = "bold red"
+    console.print(f"[{hstyle}]{escape(hc.summary())}[/]")
+    if not details:
+        return
+    _detail_tables(r, console)
+
+
+def _detail_tables(r: ComplianceReport, console: Console) -> None:
+    if r.runs:
+        runs = narrow_table("Runs and their outcomes")
+        runs.add_column("run", no_wrap=True, min_width=26)
+        runs.add_column("started", min_width=10)
+        for name in ("actions", "denials", "errors"):
+            runs.add_column(name, justify="right", no_wrap=True)
+        runs.add_column("outcome", min_width=5)
+        for x in r.runs[:MAX_ROWS]:
+            runs.add_row(
+                escape(x.run_id),
+                _t(x.first_time),
+                str(x.actions),
+                str(x.denials),
+                str(x.errors),
+                escape(run_outcome(x)),
+            )
+        console.print(runs)
+        if len(r.runs) > MAX_ROWS:
+            console.print(
+                f"… and {len(r.runs) - MAX_ROWS} more runs (--format json, csv or html lists "
+                "them all)"
+            )
+    if r.tools:
+        tools = narrow_table("Actions per tool")
+        for name in ("tool", "allowed", "denied", "succeeded", "failed", "safe reads"):
+            tools.add_column(name, justify="left" if name == "tool" else "right")
+        for t in r.tools:
+            tools.add_row(
+                escape(t.tool),
+                str(t.actions),
+                str(t.denials),
+                str(t.succeeded),
+                str(t.failed),
+                str(t.safe_reads),
+            )
+        console.print(tools)
+    sections: list[tuple[str, list[tuple[str, ...]]]] = [
+        ("Denials", [(_t(d.time), d.run_id, d.call_id, d.tool, d.reason) for d in r.denials]),
+        (
+            "Actions with no recorded result",
+            [(_t(f.time), f.run_id, f.call_id, f.tool, f.detail) for f in r.missing_results],
+        ),
+        (
+            "Ran without a committed intent",
+            [(_t(f.time), f.run_id, f.call_id, f.tool, f.detail) for f in r.unsafe_without_intent],
+        ),
+        (
+            "Content-hash mismatches",
+            [("", m.run_id, m.event_id, "", m.detail) for m in r.hash_check.mismatches],
+        ),
+    ]
+    for title, rows in sections:
+        if rows:
+            console.print(_rows_table(title, rows))
+        if len(rows) > MAX_ROWS:
+            console.print(
+                f"… and {len(rows) - MAX_ROWS} more {title.lower()} "
+                "(--format json, csv or html lists them all)"
+            )
+
+
+def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
+    table = narrow_table(title)
+    table.add_column("time", min_width=10)
+    table.add_column("run", overflow="fold")
+    table.add_column("call / event", overflow="fold")
+    table.add_column("tool", overflow="fold")
+    table.add_column("reason / detail", ratio=1, overflow="fold")
+    for row in rows[:MAX_ROWS]:
+        table.add_row(*(escape(v) for v in row))
+    return table
+
+
+@click.command(short_help="Compliance report: table, json, csv or html.")
+@db_option
+@window_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv", "html"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to this file instead of standard output.",
+)
+@click.option("--strict", is_flag=True, help=f"Exit with status {NOT_COMPLIANT} if not compliant.")
+def report(db: str, since: Any, until: Any, fmt: str, output: Path | None, strict: bool) -> None:
+    """Compliance report: runs, actions per tool, denials, missing results, actions
+    without a committed intent, records held, and a content-hash check."""
+    with open_db(db) as reader, progress("reading events") as update:
+        r = build_report(reader, since=since, until=until, progress=update)
+    if fmt == "table" and output is None:
+        print_summary(r, stdout())
+    elif fmt == "table":
+        assert output is not None
+        with output.open("w", encoding="utf-8") as handle:
+            print_summary(r, Console(file=handle, width=160))
+    elif output is not None:
+        output.write_text(_render(r, fmt), encoding="utf-8")
+        click.echo(f"wrote {fmt} report to {output}", err=True)
+    else:
+        click.echo(_render(r, fmt), nl=False)
+    if strict and not r.compliant:
+        raise SystemExit(NOT_COMPLIANT)
+
+
+def _render(r: ComplianceReport, fmt: str) -> str:
+    """The report as ``json``, ``csv`` or ``html`` text."""
+    if fmt == "csv":
+        return r.to_csv()
+    if fmt == "html":
+        return r.to_html()
+    return json.dumps(r.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def register(group: click.Group) -> None:
+    """Add ``report`` to ``group``."""
+    group.add_command(report)

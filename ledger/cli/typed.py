@@ -1,0 +1,304 @@
+"""``ledger typed ...``: typed-ledger configuration, projection, persistence, compaction and
+queries, each a thin layer over :mod:`ledger.typed`.
+
+CONFIG is a YAML file holding the ``tools.ledger`` value (either form), or a whole
+workflow-style document with a top-level ``tools: {ledger: ...}``. Errors in it are
+reported as ``FILE:LINE:COLUMN: message``: YAML syntax errors at their mark, and a
+configuration error at the key its message names (e.g. ``tools.ledger.findings.type``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import types
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from rich.markup import escape
+from rich.table import Table
+
+from ledger.cli.common import emit_json, json_option, progress, stdout
+from ledger.errors import ConfigError, LedgerError, PersistError, QueryError
+
+__all__ = ["load_config", "register", "typed", "typed_api"]
+
+_WHERE = re.compile(r"tools\.ledger((?:\.[A-Za-z0-9_-]+)*)")
+_PROPERTY = re.compile(r'property "([^"]+)"')
+_CONFIG = click.argument("config", type=click.Path(path_type=Path, dir_okay=False))
+_STORE = click.option(
+    "--store",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards).",
+)
+# Commands that only read a store refuse a missing one: a typo must not look like an
+# empty ledger. `persist` may create it.
+_EXISTING_STORE = click.option(
+    "--store",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards); must exist.",
+)
+
+
+_HOMES = {
+    "persist": ("ledger.typed.persist",),
+    "plan_compaction": ("ledger.typed.compaction.apply",),
+    "apply_compaction": ("ledger.typed.compaction.apply",),
+    "query_records": ("ledger.typed.query",),
+    "query_sql": ("ledger.typed.query",),
+    "IntentQueue": ("ledger.typed.intents", "ledger.typed.tools"),
+    "read_artifact": ("ledger.typed.transactions",),
+    "write_artifact": ("ledger.typed.transactions",),
+    "LedgerResolver": ("ledger.typed.resolver",),
+}
+
+
+def typed_api(name: str) -> Any:
+    """A typed-ledger name: from :mod:`ledger.typed` (its public API), else from the
+    module that defines it; ``LedgerError`` when this installation lacks it."""
+    found = getattr(importlib.import_module("ledger.typed"), name, None)
+    if found is not None and not isinstance(found, types.ModuleType):  # not a submodule
+        return found
+    for module in _HOMES.get(name, ()):
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise LedgerError(f"the typed-ledger function {name!r} is missing from this installation")
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _child(node: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return k, v
+    return None
+
+
+def _locate(root: yaml.Node | None, prefix: tuple[str, ...], message: str) -> tuple[int, int]:
+    """The line and column of the deepest key of ``tools.ledger.a.b`` named in
+    ``message`` (under ``prefix`` in the document); the document start when none."""
+    if root is None:
+        return 1, 1
+    node, at = root, _mark(root)
+    for key in prefix:
+        found = _child(node, key)
+        if found is None:
+            return at
+        at, node = _mark(found[0]), found[1]
+    m = _WHERE.search(message)
+    if m is None:
+        return at
+    keys = [p for p in m.group(1).split(".") if p]
+    named = _PROPERTY.search(message)  # 'has unsupported property "colour"': point at it
+    keys += [named.group(1)] if named else []
+    for key in keys:
+        found = _child(node, key)
+        if found is None:
+            break
+        at, node = _mark(found[0]), found[1]
+    return at
+
+
+def load_config(path: Path) -> Any:
+    """Read and parse a typed-ledger config file with line-precise errors."""
+    parse_config = typed_api("parse_config")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    if not path.is_file():
+        raise ConfigError(f"No such file or directory: {path} (the typed-ledger config)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise ConfigError(f"{path}:{line}:{col}: not valid YAML: {exc.problem}") from None
+    prefix: tuple[str, ...] = ()
+    tools = data.get("tools") if isinstance(data, dict) else None
+    if isinstance(tools, dict) and "ledger" in tools:
+        data, prefix = tools["ledger"], ("tools", "ledger")
+    try:
+        return parse_config(data, base_dir=path.parent)
+    except ConfigError as exc:
+        line, col = _locate(root, prefix, str(exc))
+        raise ConfigError(f"{path}:{line}:{col}: {exc}") from None
+
+
+@click.group(short_help="Typed ledgers: check, project, persist, compact, query, sql.")
+def typed() -> None:
+    """Typed ledgers: check, project, persist, compact, query, sql (every subcommand
+    takes --help)."""
+
+
+@typed.command()
+@_CONFIG
+@json_option
+def check(config: Path, as_json: bool) -> None:
+    """Validate CONFIG; errors name the file, line and column."""
+    parsed = load_config(config)
+    rows = [
+        {
+            "name": d.name,
+            "type": d.type or "raw",
+            "key": d.key,
+            "schema": d.schema is not None,
+            "max_record_kb": d.max_record_kb,
+            "max_segment_kb": d.max_segment_kb,
+            "compaction": d.compaction.enabled,
+        }
+        for d in parsed.ledgers
+    ]
+    if as_json:
+        emit_json({"valid": True, "ledgers": rows})
+        return
+    console = stdout()
+    console.print(f"{escape(str(config))}: valid, {len(rows)} ledger(s)", soft_wrap=True)
+    table = Table()
+    for name in ("name", "type", "key", "schema", "max record kB", "max segment kB", "compaction"):
+        table.add_column(name)
+    for r in rows:
+        table.add_row(*(escape(_cell(v)) for v in r.values()))
+    console.print(table)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "-" if value is None else str(value)
+
+
+@typed.command(short_help="Replay every ledger into read-only SQLite projections.")
+@_CONFIG
+@_EXISTING_STORE
+@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--lenient", is_flag=True, help="Quarantine bad records instead of failing.")
+@json_option
+def project(config: Path, store: Path, out: Path, lenient: bool, as_json: bool) -> None:
+    """Replay every ledger into read-only SQLite projections under --out."""
+    parsed = load_config(config)
+    shards = typed_api("ShardStore")(store, parsed)
+    with progress(f"projecting {len(parsed.ledgers)} ledger(s)") as update:
+        paths = typed_api("build_projection")(parsed, shards, out, strict=not lenient)
+        update(len(paths))
+    _print_paths(paths, as_json)
+
+
+def _print_paths(paths: dict[str, Path], as_json: bool) -> None:
+    if as_json:
+        emit_json({name: str(p) for name, p in paths.items()})
+        return
+    table = Table(title=f"{len(paths)} projection(s)")
+    table.add_column("ledger")
+    table.add_column("database")
+    for name, p in paths.items():
+        table.add_row(escape(name), escape(str(p)))
+    stdout().print(table)
+
+
+@typed.command(short_help="Validate and append a transaction ARTIFACT to the store.")
+@_CONFIG
+@_STORE
+@click.argument("artifact", type=click.Path(path_type=Path, dir_okay=False))
+def persist(config: Path, store: Path, artifact: Path) -> None:
+    """Validate and append a transaction ARTIFACT (JSON) to the store; prints the result
+    (ids, counts and statuses, never the values)."""
+    parsed = load_config(config)
+    if not artifact.is_file() and not artifact.is_symlink():  # say which file is missing
+        raise PersistError(f"No such file or directory: {artifact} (the transaction artifact)")
+    try:
+        data = typed_api("read_artifact")(artifact)
+    except PersistError as exc:
+        raise PersistError(f"{artifact}: {exc}") from None
+    shards = typed_api("ShardStore")(store, parsed)
+    with progress("persisting") as update:
+        result = typed_api("persist")(parsed, shards, data)
+        update(1)
+    emit_json(result)
+
+
+@typed.command()
+@_CONFIG
+@_EXISTING_STORE
+@click.option("--ledger", "name", required=True, help="The ledger to compact.")
+@click.option("--dry-run", is_flag=True, help="Plan and validate, write nothing.")
+@json_option
+def compact(config: Path, store: Path, name: str, dry_run: bool, as_json: bool) -> None:
+    """Merge small shard files of one ledger into a segment, losslessly."""
+    parsed = load_config(config)
+    shards = typed_api("ShardStore")(store, parsed)
+    with progress(f"compacting {name}") as update:
+        plan = typed_api("plan_compaction")(parsed, shards, name)
+        apply = typed_api("apply_compaction")
+        outcome = None if plan is None else apply(parsed, shards, plan, dry_run=dry_run)
+        update(1)
+    if outcome is None:
+        result: dict[str, Any] = {"status": "nothing_to_do", "plan_id": None}
+    else:
+        result = {
+            "status": outcome.status,
+            "plan_id": outcome.plan_id,
+            "reason": outcome.reason,
+            "applied": outcome.applied,
+            "added": list(outcome.added),
+            "removed": list(outcome.removed),
+        }
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(
+            f"{name}: {result['status']}"
+            + (f" ({result['reason']})" if result.get("reason") else "")
+        )
+    if outcome is not None and outcome.status not in ("ready", "already_applied"):
+        raise SystemExit(1)
+
+
+@typed.command(short_help="Records of one ledger matching --where, as JSON.")
+@_CONFIG
+@_EXISTING_STORE
+@click.option("--ledger", "name", required=True, help="The ledger to query.")
+@click.option("--where", help='Predicates as JSON: {"payload.severity": {"eq": "high"}}.')
+@click.option("--limit", type=click.IntRange(1, 500), default=100, show_default=True)
+@click.option("--after", metavar="CURSOR", help="Continue after this cursor (sha256:...).")
+def query(
+    config: Path, store: Path, name: str, where: str | None, limit: int, after: str | None
+) -> None:
+    """Records of one ledger matching --where, as JSON (records and next_cursor)."""
+    parsed = load_config(config)
+    parsed[name]  # an unknown ledger is an error, not an empty page
+    try:
+        predicates = json.loads(where) if where else None
+    except json.JSONDecodeError as exc:
+        raise QueryError(f"--where is not JSON: {exc}") from None
+    shards = typed_api("ShardStore")(store, parsed)
+    page = typed_api("query_records")(shards, name, where=predicates, limit=limit, after=after)
+    emit_json({"records": [r.as_dict() for r in page.records], "next_cursor": page.next_cursor})
+
+
+@typed.command(short_help="One read-only SELECT over a projection; rows as JSON.")
+@click.argument("projection", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("sql")
+@click.option("--param", "params", multiple=True, help="A positional ? parameter (repeatable).")
+@click.option("--limit", type=click.IntRange(1, 100000), default=1000, show_default=True)
+def sql(projection: Path, sql: str, params: tuple[str, ...], limit: int) -> None:
+    """Run one read-only SELECT over a PROJECTION database; rows as JSON."""
+    emit_json(typed_api("query_sql")(projection, sql, params=params, limit=limit))
+
+
+def register(group: click.Group) -> None:
+    """Add the ``typed`` group to ``group``."""
+    group.add_command(typed)

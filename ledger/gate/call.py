@@ -1,0 +1,409 @@
+"""The flow of one tool call through the gate: ``Run.call`` and ``Run.acall`` are sync
+and async drivers over the same steps (the steps do no I/O; the drivers do it).
+
+1. Checks: the tool name and call id are usable, the run is active, the function can be
+   gated (not a generator function; not ``async`` in ``call``), ``args`` is a mapping with
+   string keys (snapshotted: the policy, the record and the function see the same
+   values), the call id is new in the run. A failure denies the call.
+2. The policy decides (``adecide`` in ``acall`` when the policy has one). A policy that
+   raises, or a ``needs_approval`` nobody answered, denies. Then the args are redacted
+   for the record (after the decision, so it holds what will run); a failure denies.
+3. Denied: ``gate_decision`` and ``action(denied)`` are recorded (best-effort, one batch)
+   and :class:`~ledger.errors.ToolDenied` is raised; the function never runs.
+4. Allowed, non-safe: the sink must be a ``DurableSink`` and the run's request (chain head)
+   must be recorded (it is retried once per call if it was not); the ``action`` is
+   committed with ``commit_action``; any failure denies, with a best-effort
+   ``action(denied)`` saying why. Only then does the function run.
+5. The function is called with the args as keyword arguments and timed; its return value
+   or exception passes through unchanged. Its ``tool_result`` is recorded best-effort.
+
+Best-effort records never raise into the agent: failures are logged on ``ledger.gate.gate``.
+To keep one durable write per allowed non-safe call beyond the commit, its
+``gate_decision`` is written in one batch with its ``tool_result`` after the call (so in
+the store it follows the committed ``action``); a safe call's decision and result are one
+batch too. Denials are written before ``ToolDenied`` is raised.
+
+Call ids: given ones must be unique within the run; ``None`` mints ``"call_" + ULID``.
+
+Async specifics: sink I/O runs on the gate's worker threads, so the event loop is never
+blocked by an fsync. When the task is cancelled before the tool ran, a best-effort
+``action(denied, "cancelled before the tool ran")`` is written; if the cancellation lands
+while the commit is in flight, the outcome is written once the commit settles (a
+``tool_result`` with the error "cancelled after the commit, before the tool ran" when the
+action was stored). A tool cancelled while running gets a ``tool_result`` with ``err``
+``"cancelled"``. ``CancelledError`` is always re-raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import Future
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ulid import ULID
+
+from ledger.drift import content_hash
+from ledger.gate.events import (
+    CallState,
+    action_event,
+    args_preview,
+    decision_event,
+    denial_event,
+    describe_attempt,
+    redacted_args,
+    result_event,
+)
+from ledger.gate.policy import Decision, ToolCall, adecide, decide
+from ledger.gate.redact import PREVIEW_LIMIT, NotJSON, bounded, json_value
+from ledger.gate.support import (
+    CancelledBeforeRun,
+    Denied,
+    denied_error,
+    executor,
+    in_thread,
+    new_call_id,
+    not_a_value,
+    not_json,
+    policy_failed,
+    refs_of,
+    unusable_fn,
+)
+from ledger.model.event import Event, Kind, Ref, Verdict
+
+if TYPE_CHECKING:
+    from ledger.gate.gate import Gate
+
+__all__ = ["CallSteps"]
+
+log = logging.getLogger("ledger.gate")
+T = TypeVar("T")
+
+
+class CallSteps:
+    """The call flow, as a base of :class:`~ledger.gate_run.Run` (which owns the state)."""
+
+    gate: Gate
+    run_id: str
+    agent_path: str
+    head_recorded: bool
+    last_call_id: str
+    _head: Event
+    _head_problem: str
+    _state: str
+    _lock: threading.Lock
+    _calls: set[str]
+    _results: dict[str, tuple[ULID, str]]
+    _request_ref: Ref
+    _request_quote: str
+
+    def _write_head(self) -> None:
+        self.head_recorded = self.gate._write([self._head], head=True)
+
+    def _ensure_head(self) -> None:
+        if not self.head_recorded:
+            self._write_head()
+
+    def _call(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        fn: Callable[..., T],
+        call_id: str | None,
+        evidence: Iterable[Ref],
+        safe: bool | None,
+    ) -> T:
+        cs = self._state_for(tool, call_id, safe)
+        try:
+            call = self._prepare(cs, args, fn, sync=True)
+            decision = self._decide(call)
+            action = self._judge(cs, decision, evidence)
+            if action is not None:
+                self._ensure_head_for(cs)
+                self._commit(cs, action)
+        except Exception as exc:
+            denied = self._as_denied(cs, exc)
+            self.gate._write(denied.events)
+            raise denied_error(cs.tool, denied.reason, cs.call_id) from None
+        except BaseException as exc:  # KeyboardInterrupt while an approver waited...
+            self._interrupted(cs, exc)
+            raise
+        start = time.perf_counter_ns()
+        try:
+            result = fn(**cs.kwargs)
+            problem = not_a_value(cs.tool, result, sync=True)
+            if problem is not None:  # a coroutine or generator: closed, it never ran
+                raise problem
+        except BaseException as exc:
+            self.gate._write(self._outcome(cs, None, exc, start))
+            raise
+        self.gate._write(self._outcome(cs, result, None, start))
+        return result
+
+    async def _acall(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        fn: Callable[..., T | Awaitable[T]],
+        call_id: str | None,
+        evidence: Iterable[Ref],
+        safe: bool | None,
+    ) -> T:
+        cs = self._state_for(tool, call_id, safe)
+        try:
+            call = self._prepare(cs, args, fn, sync=False)
+            decision = await self._adecide(call)
+            action = self._judge(cs, decision, evidence)
+            if action is not None:
+                if not self.head_recorded:
+                    await in_thread(self._ensure_head)
+                self._ensure_head_for(cs, retry=False)
+                await self._acommit(cs, action)
+        except Exception as exc:
+            denied = self._as_denied(cs, exc)
+            await in_thread(self.gate._write, denied.events)
+            raise denied_error(cs.tool, denied.reason, cs.call_id) from None
+        except BaseException as exc:  # cancelled: written inline, the task must not await
+            self._interrupted(cs, exc)
+            raise
+        start = time.perf_counter_ns()
+        try:
+            result = fn(**cs.kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            problem = not_a_value(cs.tool, result, sync=False)
+            if problem is not None:  # an async generator: it never ran
+                raise problem
+        except BaseException as exc:
+            events = self._outcome(cs, None, exc, start)
+            if isinstance(exc, asyncio.CancelledError):
+                self.gate._write(events)  # inline: a cancelled task must not await again
+            else:
+                await in_thread(self.gate._write, events)
+            raise
+        await in_thread(self.gate._write, self._outcome(cs, result, None, start))
+        return result
+
+    # --- steps shared by call and acall ----------------------------------------------
+
+    def _state_for(self, tool: object, call_id: object, safe: bool | None) -> CallState:
+        """The call's state; a tool name or call id of the wrong type (callers are not
+        always typed) is kept as ``problem``, which denies the call in ``_prepare``."""
+        problem = ""
+        if not isinstance(tool, str):
+            problem = f"the tool name must be a string, got {type(tool).__name__}"
+            tool = f"<{type(tool).__name__}>"
+        elif not tool.strip():
+            problem = "the tool name is empty"
+        if call_id is not None and not isinstance(call_id, str):
+            problem = problem or f"call_id must be a string or None, got {type(call_id).__name__}"
+            call_id = None
+        if safe is None:
+            safe = not problem and tool in self.gate.safe_tools
+        return CallState(
+            run_id=self.run_id,
+            agent_path=self.agent_path,
+            tool=tool,
+            call_id=call_id if call_id else new_call_id(),
+            safe=safe,
+            request_quote=self._request_quote,
+            redact=self.gate.redact,
+            refs=(self._request_ref,),
+            preview=bounded(tool),
+            problem=problem,
+        )
+
+    def _interrupted(self, cs: CallState, exc: BaseException) -> None:
+        if cs.committed:  # the commit's own callback, or the result, tells the outcome
+            return
+        describe_attempt(cs)
+        what = "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
+        self.gate._write([*cs.pending, denial_event(cs, f"{what} before the tool ran")])
+
+    def _as_denied(self, cs: CallState, exc: Exception) -> Denied:
+        if isinstance(exc, Denied):
+            return exc
+        log.exception("ledger: the gate failed on call %s; denying", cs.call_id)
+        reason = f"gate error ({type(exc).__name__})"
+        return self._deny(cs, reason, *cs.pending)
+
+    def _deny(self, cs: CallState, reason: str, *pending: Event) -> Denied:
+        describe_attempt(cs)
+        try:
+            denial = denial_event(cs, reason)
+        except Exception:  # e.g. unusable evidence: keep the record, drop the refs
+            cs.refs = (self._request_ref,)
+            denial = denial_event(cs, reason)
+        return Denied(reason, [*(_overruled(e, cs, reason) for e in pending), denial])
+
+    def _prepare(
+        self, cs: CallState, args: Mapping[str, Any], fn: Callable[..., Any], *, sync: bool
+    ) -> ToolCall:
+        """Check the call and snapshot its args: the policy sees, the record holds and the
+        function gets the same top-level values, whatever the caller's mapping does later.
+        Args that are not JSON are refused here, before any policy or approver sees them."""
+        kwargs = dict(args) if isinstance(args, Mapping) else None
+        cs.kwargs = kwargs or {}  # what was attempted: a denial records it
+        if cs.problem:
+            raise self._deny(cs, cs.problem)
+        if self._state != "active":
+            state = "has ended" if self._state == "ended" else "was not entered"
+            raise self._deny(cs, f"run {self.run_id} {state}")
+        problem = unusable_fn(fn, sync=sync)
+        if problem:
+            raise self._deny(cs, problem)
+        if kwargs is None or not all(isinstance(k, str) for k in kwargs):
+            raise self._deny(cs, "args must be a mapping of keyword arguments (string keys)")
+        try:
+            json_value(kwargs)
+        except NotJSON as exc:
+            raise self._deny(cs, not_json(exc, cs.redact)) from None
+        with self._lock:
+            if cs.call_id in self._calls:
+                raise self._deny(cs, f"call id {cs.call_id!r} was already used in this run")
+            self._calls.add(cs.call_id)
+            self.last_call_id = cs.call_id
+        view = MappingProxyType(kwargs)
+        return ToolCall(
+            tool=cs.tool, args=view, call_id=cs.call_id, run_id=self.run_id, safe=cs.safe
+        )
+
+    def _record_args(self, cs: CallState, evidence: Iterable[Ref]) -> None:
+        """Redact the args (after the policy decided, so the record holds what will run)
+        and build the preview and refs; a failure denies without showing the values."""
+        try:
+            cs.args_json = redacted_args(cs.kwargs, cs.redact)
+            cs.preview = args_preview(cs.tool, cs.args_json, cs.redact)
+            cs.refs = (self._request_ref, *refs_of(evidence))
+            cs.args_done = True
+        except Exception as exc:  # NotJSON: the policy changed a nested value
+            cs.args_done = not isinstance(exc, NotJSON)  # else: placeholders are recorded
+            cs.args_json, cs.preview = "{}", bounded(cs.tool)
+            cs.refs = (self._request_ref,)
+            raise self._deny(  # the message could hold what was to be redacted: not shown
+                cs,
+                not_json(exc, cs.redact)
+                if isinstance(exc, NotJSON)
+                else f"could not redact or record its arguments ({type(exc).__name__})",
+            ) from None
+
+    def _decide(self, call: ToolCall) -> Decision:
+        try:
+            return decide(self.gate.policy, call)
+        except Exception as exc:
+            return policy_failed(exc, self.gate.redact)
+
+    async def _adecide(self, call: ToolCall) -> Decision:
+        try:
+            return await adecide(self.gate.policy, call)
+        except Exception as exc:
+            return policy_failed(exc, self.gate.redact)
+
+    def _judge(self, cs: CallState, decision: Decision, evidence: Iterable[Ref]) -> Event | None:
+        """Turn the policy's decision into the gate's: raise ``Denied``, or return the
+        action to commit (``None`` for a safe call), queueing the decision event."""
+        self._record_args(cs, evidence)
+        verdict, reason, pid = decision.verdict, decision.reason, decision.policy_id
+        if reason:  # a policy may quote the args it judged: its reason is redacted too
+            try:
+                reason = cs.redact(reason)
+                if not isinstance(reason, str):
+                    raise TypeError("the redactor did not return text for the reason")
+            except Exception as exc:
+                raise self._deny(
+                    cs, f"could not redact the policy's reason ({type(exc).__name__})"
+                ) from None
+        if verdict is Verdict.NEEDS_APPROVAL:
+            verdict = Verdict.DENIED
+            reason = f"{reason}; no approver answered (fail-closed)"
+        allowed = verdict is Verdict.ALLOWED
+        recorded = decision_event(cs, verdict, reason, pid, with_args=allowed and cs.safe)
+        if not allowed:
+            raise Denied(reason, [recorded, denial_event(cs, reason, pid)])
+        if cs.safe:
+            cs.pending.append(recorded)
+            return None
+        if not self.gate.durable:
+            raise self._deny(cs, self.gate.not_durable, recorded)
+        cs.pending.append(recorded)
+        return action_event(cs, reason, pid)
+
+    def _ensure_head_for(self, cs: CallState, *, retry: bool = True) -> None:
+        if retry and not self.head_recorded:
+            self._ensure_head()
+        problem = self._head_problem or ("" if self.head_recorded else "could not be recorded")
+        if problem:
+            raise self._deny(
+                cs,
+                f"the run's request (chain head) {problem} (no record, no action)",
+                *cs.pending,
+            )
+
+    def _commit(self, cs: CallState, action: Event) -> None:
+        try:
+            self.gate._commit(action)
+        except Exception as exc:
+            raise self._commit_failed(cs, exc) from None
+        cs.committed = True
+
+    async def _acommit(self, cs: CallState, action: Event) -> None:
+        future = executor().submit(self.gate._commit, action)
+        try:
+            await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(lambda f: self._after_cancelled_commit(cs, f))
+            cs.committed = True  # the callback records the outcome
+            raise
+        except Exception as exc:
+            raise self._commit_failed(cs, exc) from None
+        cs.committed = True
+
+    def _after_cancelled_commit(self, cs: CallState, future: Future[None]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            note = result_event(cs, None, CancelledBeforeRun(), 0)
+            self.gate._write([*cs.pending, note])
+        else:
+            why = "cancelled before the tool ran"
+            pending = [_overruled(e, cs, why) for e in cs.pending]
+            self.gate._write([*pending, denial_event(cs, why)])
+
+    def _commit_failed(self, cs: CallState, exc: Exception) -> Denied:
+        detail = bounded(f"{type(exc).__name__}: {exc}", 4 * PREVIEW_LIMIT)
+        try:
+            detail = str(cs.redact(detail))
+        except Exception:
+            detail = type(exc).__name__
+        reason = f"record not durable: {detail}"
+        return self._deny(cs, reason, *cs.pending)
+
+    def _outcome(
+        self, cs: CallState, result: Any, exc: BaseException | None, start_ns: int
+    ) -> list[Event]:
+        duration = (time.perf_counter_ns() - start_ns) // 1_000_000
+        try:
+            event = result_event(cs, result, exc, duration)
+        except Exception:
+            log.exception("ledger: could not build the result of call %s", cs.call_id)
+            return cs.pending
+        if event.result is not None:
+            self._results[cs.call_id] = (event.event_id, content_hash(event.result))
+        return [*cs.pending, event]
+
+
+def _overruled(event: Event, cs: CallState, reason: str) -> Event:
+    """``event``, or, when it is this call's gate decision allowing it, the same decision
+    (same id, so the same place in the chain) turned into the denial it became: the
+    stored decision is the final one, whatever the policy said first."""
+    if not (
+        event.kind is Kind.GATE_DECISION
+        and event.verdict is Verdict.ALLOWED
+        and event.call_id == cs.call_id
+    ):
+        return event
+    why = f"{event.reason}; then denied: {reason}" if event.reason else f"denied: {reason}"
+    return event.replace(verdict=Verdict.DENIED, reason=why)

@@ -1,0 +1,367 @@
+"""``Gate``: "no durable record, no action", enforced at the tool boundary.
+
+>>> sink = SQLiteSink("ledger.db")
+>>> gate = Gate(sink, policy=Approver(ask_human), safe_tools={"read_file"})
+>>> @gate.tool(safe=True)
+... def read_file(path: str) -> str: ...
+>>> with gate.run("tidy the notes", agent_path="planner") as run:
+...     text = read_file(path="notes.txt")                     # finds its run by context
+...     run.call("write_file", {"path": "a", "text": text}, write_file_impl)
+>>> print(sink.chain(run.run_id).why(run.last_call_id))     # why was the file written?
+
+An effectful (non-safe) tool runs only after the policy allowed it and a self-explaining
+``action`` record was committed by a ``DurableSink``; every denied or blocked attempt is
+recorded as an ``action`` with verdict ``denied``. See :mod:`ledger.gate.run` for runs,
+:mod:`ledger.gate.call` for the flow of one call, :mod:`ledger.gate.policy` for policies,
+:mod:`ledger.gate.redact` for redaction and :mod:`ledger.gate.events` for what each
+event holds.
+
+Decisions worth knowing:
+
+- **Fail closed.** No active run, a sink without ``commit_action``, a failed or refused
+  commit, a policy that raises or answers anything but a ``Decision``, a ``needs_approval``
+  nobody answered, a redactor that raises or breaks the JSON shape, or any error inside
+  the gate: the tool does not run and the caller gets :class:`~ledger.errors.ToolDenied`
+  with the reason; a best-effort ``action(denied)`` records why, and the arguments that
+  were tried (redacted) whenever they can be serialized. ``ToolDenied.reason`` is the why
+  alone (as recorded); ``str(exc)`` is ``action "<tool>" denied: <reason>``; ``.tool``
+  and ``.call_id`` name the call.
+- **Runs live in context variables**, so many runs may be active at once in threads and
+  asyncio tasks, and a decorated tool finds the innermost active run *of its gate*
+  without being passed one. A task created inside a run inherits it; a new thread does
+  not (copy the context, or pass the run). A nested ``gate.run`` is a separate run; the
+  outer run is active again when it exits.
+- **The run's head.** If the ``request`` event cannot be recorded the run still starts
+  (safe tools still run, and ``run.head_recorded`` is false), but every non-safe call
+  first retries writing the request and is denied while that fails: an action must not
+  cite a request the ledger does not have.
+- **Outside a run** a decorated tool (safe or not) is denied; the attempt is recorded
+  best-effort as ``action(denied)`` under its own run id ``"norun-" + ULID``, never under
+  an empty run id.
+- **Safe** means explicitly marked: ``safe_tools`` names or ``@gate.tool(safe=True)``.
+  Safe calls skip the durable commit; their decisions and results are still recorded.
+  The policy still decides them (``call.safe`` tells it); the built-ins allow them.
+- **Durable** means able to commit: the sink has a callable ``commit_action`` (the one
+  :class:`~ledger.sinks.DurableSink` method the gate uses). Otherwise every non-safe
+  call is denied with a reason that names the sink's type.
+- **The record holds what runs.** ``args`` is copied once per call (a shallow snapshot):
+  the policy sees it read-only, the recorded ``args`` are serialized from it *after*
+  the policy decided, and the function gets exactly it. (Nested mutable values shared
+  with other threads must not change while the call is in flight.) Args must be JSON
+  (str, int within 64 bits, finite float, bool, None, lists, tuples and dicts with string
+  keys): any other value would be recorded as something other than what runs, so the
+  call is denied before the policy is asked, with a reason naming the argument and type
+  (its denied record shows ``"[not JSON: <type>]"``). Results are not held to this: the
+  tool has run, and a result that is not JSON is recorded as its text form.
+- **What can be gated**: a function whose effect happens inside the call. Generator and
+  async-generator functions are denied (their body would run after the result was
+  recorded); a returned generator or, in ``call``, coroutine is closed unstarted and
+  fails the call with ``TypeError``. The tool name must be a non-empty string and a
+  given ``call_id`` a string. ``@gate.tool`` binds positional arguments to parameter
+  names and flattens ``**kwargs``; a call that does not fit the signature raises
+  ``TypeError`` before the gate (nothing is recorded); functions with positional-only
+  or ``*args`` parameters are refused when decorated.
+- Best-effort writes (request, retrieved, gate_decision, denials, tool_result, run_end,
+  abort) never raise into the agent; failures are logged on the ``ledger.gate.gate`` logger.
+  Only the ``action`` commit is on the durable path, and its failure denies the call.
+- **The request event** (chain head) holds the redacted request text as a JSON string in
+  ``args`` and, bounded to 200 characters, in ``preview``. If the request cannot be
+  redacted it is withheld (``"[request withheld: redaction failed]"``) and non-safe calls
+  of the run are denied. Run ids default to a fresh ULID string; ``""`` counts as none.
+- **Call ids**: ``None`` mints ``"call_" + ULID``; a call id reused within a run is denied.
+- **Approvals**: the gate records one ``gate_decision`` per call, the final one: an
+  :class:`Approver`'s answer becomes its verdict, its reason
+  (``"...; approved by <name>: <reason>"``) and its ``label`` (the policy id, the
+  approver's name). The allowed ``action`` repeats the reason and adds the request.
+- **Cancellation**: an ``async with`` block that is cancelled records ``abort`` with
+  reason ``"cancelled"``; any other exception records ``abort`` with
+  ``"<Type>: <message>"`` (redacted). ``CancelledError`` and every exception are
+  re-raised unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
+
+from ledger.errors import DuplicateEvent, ToolDenied
+from ledger.gate.events import CallState, denial_event, describe_attempt
+from ledger.gate.policy import (
+    AllowAll,
+    AllowList,
+    Approver,
+    Decision,
+    DenyNonSafe,
+    Policy,
+    ToolCall,
+)
+from ledger.gate.redact import (
+    REDACTED,
+    Redactor,
+    bounded,
+    no_redaction,
+    redact_secrets,
+    redact_text,
+)
+from ledger.gate.run import Run, active_runs, content_ref, new_call_id
+from ledger.gate.support import denied_error
+from ledger.ids import new_event_id
+from ledger.model.event import Event
+from ledger.sinks.base import Sink
+
+__all__ = [
+    "REDACTED",
+    "AllowAll",
+    "AllowList",
+    "Approver",
+    "Decision",
+    "DenyNonSafe",
+    "Gate",
+    "Policy",
+    "Redactor",
+    "Run",
+    "ToolCall",
+    "ToolDenied",
+    "content_ref",
+    "no_redaction",
+    "redact_secrets",
+    "redact_text",
+]
+
+log = logging.getLogger("ledger.gate")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Gate:
+    """The middleware an agent framework embeds around its tools.
+
+    ``Gate(sink, *, policy=DenyNonSafe(), safe_tools=(), redact=redact_secrets)``.
+    ``sink`` receives every event; non-safe calls need it to be a ``DurableSink``.
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        policy: Policy | None = None,
+        safe_tools: Iterable[str] = (),
+        redact: Redactor = redact_secrets,
+    ) -> None:
+        if not hasattr(sink, "record"):
+            raise TypeError(f"sink must have record(event), got {type(sink).__name__}")
+        if policy is not None and not callable(getattr(policy, "decide", None)):
+            raise TypeError(f"policy must have decide(call), got {type(policy).__name__}")
+        if isinstance(safe_tools, str):
+            raise TypeError("safe_tools: give a collection of tool names, not one string")
+        if not callable(redact):
+            raise TypeError(
+                "redact must be a callable value -> value (to turn redaction off, pass "
+                "ledger.no_redaction)"
+            )
+        self.sink = sink
+        self.policy: Policy = policy if policy is not None else DenyNonSafe()
+        self.safe_tools: frozenset[str] = frozenset(safe_tools)
+        self.redact: Redactor = redact
+        # Durable means able to commit: a sink with a callable ``commit_action`` (the one
+        # method of DurableSink the gate uses), whether or not it has every other method.
+        # A sink that writes into its caller's transaction (PostgresSink(connection)) is
+        # durable only once the caller commits, after the tool would already have run.
+        commit = getattr(sink, "commit_action", None)
+        joins = getattr(sink, "joins_caller_transaction", False) is True
+        self._commit_action: Callable[[Event], None] | None = (
+            commit if callable(commit) and not joins else None
+        )
+        self.durable = self._commit_action is not None
+        self.not_durable = (
+            f"ledger not durable: {type(sink).__name__} has no commit_action, and a non-safe "
+            "tool runs only after its action is committed to a DurableSink "
+            "(no record, no action)"
+        )
+        if joins:
+            self.not_durable = (
+                f"ledger not durable: {sink!r} writes into your own transaction, so a record "
+                "is durable only when you commit it, after the tool would have run; give "
+                "the gate PostgresSink.open(dsn) or PostgresSink(engine) (no record, no action)"
+            )
+        self._record_many: Callable[[list[Event]], None] | None = getattr(sink, "record_many", None)
+
+    def __repr__(self) -> str:
+        return f"Gate({self.sink!r}, policy={self.policy!r}, safe_tools={sorted(self.safe_tools)})"
+
+    def run(self, request: str, *, agent_path: str = "", run_id: str | None = None) -> Run:
+        """A new run; enter it with ``with`` or ``async with`` to record its request."""
+        return Run(self, request, agent_path=agent_path, run_id=run_id)
+
+    def current_run(self) -> Run | None:
+        """The innermost run of this gate active in this thread or task, if any."""
+        for run in reversed(active_runs()):
+            if run.gate is self:
+                return run
+        return None
+
+    @overload
+    def tool(self, fn: F, /, *, name: str | None = None, safe: bool = False) -> F: ...
+    @overload
+    def tool(
+        self, fn: None = None, /, *, name: str | None = None, safe: bool = False
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self, fn: F | None = None, /, *, name: str | None = None, safe: bool = False
+    ) -> F | Callable[[F], F]:
+        """Wrap a sync or async tool function so each call goes through the gate.
+
+        >>> @gate.tool(name="write_file")
+        ... def write(path: str, text: str) -> int: ...
+        >>> with gate.run("...") : write(path="a.txt", text="hi")   # gated, recorded
+
+        The call's arguments (positional ones are bound to their parameter names) are the
+        recorded ``args``. Outside a run of this gate the call is denied. ``safe=True``
+        marks a read-only tool (``safe_tools`` names are safe too).
+        """
+        if fn is not None:
+            return self._wrap(fn, name, safe)
+        return lambda f: self._wrap(f, name, safe)
+
+    def _wrap(self, fn: F, name: str | None, safe: bool) -> F:
+        if not callable(fn):
+            raise TypeError(f"gate.tool wraps a function, got {type(fn).__name__}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise TypeError("gate.tool name must be a non-empty string (or None: the function's)")
+        tool_name: str = name or str(getattr(fn, "__name__", "") or type(fn).__name__)
+        is_safe = safe or tool_name in self.safe_tools
+        kwargs_of = _keyword_binder(fn, tool_name)
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call_args = kwargs_of(args, kwargs)
+                run = self.current_run()
+                if run is None:
+                    raise self._orphan(tool_name, call_args)
+                return await run._acall(tool_name, call_args, fn, None, (), is_safe)
+
+            wrapper: Any = async_wrapper
+        else:
+
+            @functools.wraps(fn)
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call_args = kwargs_of(args, kwargs)
+                run = self.current_run()
+                if run is None:
+                    raise self._orphan(tool_name, call_args)
+                return run._call(tool_name, call_args, fn, None, (), is_safe)
+
+            wrapper = sync_wrapper
+        wrapper.tool_name = tool_name
+        wrapper.safe = is_safe
+        return wrapper  # type: ignore[no-any-return]
+
+    def _orphan(self, tool: str, args: dict[str, Any]) -> ToolDenied:
+        """Deny a call made outside any run, recording it under a run id of its own."""
+        reason = "no active run (no record, no action)"
+        cs = CallState(
+            run_id=f"norun-{new_event_id()}",
+            agent_path="",
+            tool=tool,
+            call_id=new_call_id(),
+            safe=False,
+            preview=bounded(tool),
+            redact=self.redact,
+            kwargs=args,
+        )
+        describe_attempt(cs)
+        self._write([denial_event(cs, reason)])
+        return denied_error(tool, reason, cs.call_id)
+
+    def _commit(self, action: Event) -> None:
+        """Commit ``action`` durably; raises whatever the sink raises."""
+        if self._commit_action is None:
+            raise ToolDenied(self.not_durable, tool=action.tool)
+        self._commit_action(action)
+
+    def _write(self, events: list[Event], *, head: bool = False) -> bool:
+        """Best-effort: store ``events`` (one batch when the sink has ``record_many``).
+        Never raises; returns whether all were stored (a duplicate of the head counts)."""
+        if not events:
+            return True
+        try:
+            if self._record_many is not None and len(events) > 1:
+                self._record_many(events)
+            else:
+                for event in events:
+                    self.sink.record(event)
+            return True
+        except DuplicateEvent:
+            if head:
+                return True
+            ok = len(events) > 1 and self._write_each(events)
+        except Exception as exc:
+            ok = len(events) > 1 and self._write_each(events)
+            if not ok:
+                log.warning(
+                    "ledger: could not record %s for run %s: %s",
+                    "/".join(str(e.kind) for e in events),
+                    events[0].run_id,
+                    exc,
+                )
+        return ok
+
+    def _write_each(self, events: list[Event]) -> bool:
+        ok = True
+        for event in events:
+            try:
+                self.sink.record(event)
+            except DuplicateEvent:
+                pass
+            except Exception as exc:
+                ok = False
+                log.warning(
+                    "ledger: could not record %s %s of run %s: %s",
+                    event.kind,
+                    event.call_id,
+                    event.run_id,
+                    exc,
+                )
+        return ok
+
+
+def _keyword_binder(
+    fn: Callable[..., Any], tool_name: str
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """How a decorated tool's call becomes the keyword ``args`` it is recorded and called
+    with. Positional arguments are bound to their parameter names and ``**kwargs`` are
+    flattened; a call that does not fit the signature raises ``TypeError`` before the gate
+    sees it, as calling the function would. A tool with positional-only or ``*args``
+    parameters cannot be called with keywords alone, so it is refused when decorated."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature (some builtins): keywords as given
+        return lambda args, kwargs: kwargs if not args else _no_positional(tool_name)
+    params = signature.parameters.values()
+    bad = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL)]
+    if bad:
+        raise TypeError(
+            f"gate.tool: tool {tool_name!r} has positional-only or *args parameters "
+            f"({', '.join(bad)}); a tool is called with its args as keyword arguments"
+        )
+    var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+
+    def kwargs_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs).arguments
+        if not args:
+            return kwargs
+        if var_kw is not None and var_kw in bound:
+            extra = bound.pop(var_kw)
+            bound.update(extra)
+        return dict(bound)
+
+    return kwargs_of
+
+
+def _no_positional(tool_name: str) -> dict[str, Any]:
+    raise TypeError(f"tool {tool_name!r}: pass its arguments by keyword")

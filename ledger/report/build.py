@@ -1,0 +1,272 @@
+"""The compliance report: a year of decisions, as a library call.
+
+>>> from ledger.report.build import build_report
+>>> with open_sink("sqlite:///ledger.db") as reader:           # doctest: +SKIP
+...     report = build_report(reader, since=start, until=end)
+>>> report.to_dict()["unsafe_without_intent"]["count"]          # doctest: +SKIP
+0
+>>> Path("report.html").write_text(report.to_html())            # doctest: +SKIP
+
+One pass over ``reader.events(since=, until=)`` (the window is half-open: ``since``
+inclusive, ``until`` exclusive, either may be open) gathers:
+
+* runs and their outcomes (from ``reader.runs``), actions per tool, every denial with its
+  reason, allowed actions with no recorded result;
+* **non-safe actions that ran without a committed intent** (must be zero): a
+  ``tool_result`` whose call has no *preceding* allowed ``action`` in its run, unless the
+  gate recorded that call as a safe read. A call counts as a safe read when its
+  ``gate_decision`` (same run and call id) has verdict ``allowed`` and is marked safe: label
+  ``safe`` (or ``safe:<policy>``), or a reason starting ``safe tool`` (the reference's
+  wording, which the built-in policies use). A result with no gate
+  decision at all, or whose decision is not marked safe, is a violation: unclassified means
+  non-safe, as in the reference's fail-safe rule. A result without a call id cannot be
+  paired and is counted as a violation too.
+* calls cut by the window's edges are settled by reading just the runs concerned again: a
+  result whose intent (or safe-read decision) was recorded before ``since`` is not a
+  violation, and an intent whose result came at or after ``until`` is not "no result";
+* the oldest and newest record held by the store (any run, whole store, not only the
+  window);
+* a content-hash check of every event in the window: the stored ``sha256:`` hash against
+  the RFC 8785 hash recomputed from the stored event JSON (see :mod:`ledger.report.hashes`).
+
+The result, :class:`ComplianceReport`, renders as a dict (stable field names), CSV and a
+self-contained HTML page (:mod:`ledger.report.render`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
+
+from ledger.errors import CorruptRecord
+from ledger.model.event import Event, Kind, Verdict
+from ledger.report.document import ComplianceReport
+from ledger.report.hashes import check_hashes, each_event, with_unreadable
+from ledger.report.model import (
+    Denial,
+    Finding,
+    ToolStats,
+)
+from ledger.report.timeline import bucket
+from ledger.sinks import Reader
+from ledger.timefmt import utc_now
+
+__all__ = ["build_report"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int], None]
+_PROGRESS_EVERY = 5000
+
+
+# --- the one pass ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pass:
+    """State of the single streaming pass over the window's events."""
+
+    tools: dict[str, ToolStats] = field(default_factory=dict)
+    denials: list[Denial] = field(default_factory=list)
+    allowed: dict[tuple[str, str], _Intent] = field(default_factory=dict)
+    before: set[tuple[str, str]] = field(default_factory=set)  # committed before the window
+    results: set[tuple[str, str]] = field(default_factory=set)
+    safe_calls: set[tuple[str, str]] = field(default_factory=set)
+    orphans: list[Event] = field(default_factory=list)
+    action_times: list[datetime] = field(default_factory=list)
+    denial_times: list[datetime] = field(default_factory=list)
+    skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
+    events: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+
+    def tool(self, name: str) -> ToolStats:
+        stats = self.tools.get(name)
+        if stats is None:
+            stats = self.tools[name] = ToolStats(tool=name or "(none)")
+        return stats
+
+    def add(self, e: Event) -> None:
+        self.events += 1
+        if self.first is None or e.time < self.first:
+            self.first = e.time
+        if self.last is None or e.time > self.last:
+            self.last = e.time
+        if e.kind is Kind.ACTION:
+            self._action(e)
+        elif e.kind is Kind.TOOL_RESULT:
+            self._result(e)
+        elif e.kind is Kind.GATE_DECISION and e.call_id and _marked_safe(e):
+            self.safe_calls.add((e.run_id, e.call_id))
+
+    def _action(self, e: Event) -> None:
+        stats = self.tool(e.tool)
+        if e.verdict is Verdict.ALLOWED:
+            stats.actions += 1
+            self.action_times.append(e.time)
+            self.allowed.setdefault((e.run_id, e.call_id), _Intent(e.tool, e.time, str(e.event_id)))
+            return
+        stats.denials += 1
+        self.denial_times.append(e.time)
+        self.denials.append(
+            Denial(
+                run_id=e.run_id,
+                call_id=e.call_id,
+                tool=e.tool,
+                time=e.time,
+                verdict=str(e.verdict) if e.verdict else "none",
+                reason=e.reason or "(no reason recorded)",
+                event_id=str(e.event_id),
+            )
+        )
+
+    def _result(self, e: Event) -> None:
+        key = (e.run_id, e.call_id)
+        stats = self.tool(e.tool)
+        if e.call_id and key in self.allowed:
+            self.results.add(key)
+            if e.err:
+                stats.failed += 1
+            else:
+                stats.succeeded += 1
+            return
+        self.orphans.append(e)
+
+    def unsafe(self) -> list[Finding]:
+        """Results with no preceding allowed action that the gate did not mark safe."""
+        found: list[Finding] = []
+        for e in self.orphans:
+            key = (e.run_id, e.call_id)
+            if e.call_id and key in self.safe_calls:
+                self.tool(e.tool).safe_reads += 1
+                continue
+            if e.call_id and key in self.before:
+                continue  # its intent was committed just before the window: not a violation
+            if not e.call_id:
+                detail = "result has no call id: it cannot be tied to a committed intent"
+            elif key in self.allowed:
+                detail = "the result was recorded before its intent was committed"
+            else:
+                detail = (
+                    "no allowed action committed for this call, and the gate did not mark it safe"
+                )
+            found.append(_finding(e, detail))
+        return found
+
+    def missing(self) -> list[Finding]:
+        """Allowed actions whose call has no recorded result."""
+        detail = "allowed, but no result was recorded (crash, still running, or lost)"
+        return [
+            Finding(
+                run_id=run, call_id=call, tool=i.tool, time=i.time, event_id=i.event_id,
+                detail=detail,
+            )
+            for (run, call), i in self.allowed.items()
+            if (run, call) not in self.results
+        ]  # fmt: skip
+
+    def look_across(self, reader: Reader, since: datetime | None, until: datetime | None) -> None:
+        """Settle calls cut by the window's edges: a result whose intent (or safe-read
+        decision) was recorded before ``since``, an intent whose result came at or after
+        ``until``. Only the runs concerned are read again."""
+        if since is not None:
+            settled = self.safe_calls | self.allowed.keys()
+            cut = {e.run_id for e in self.orphans if (e.run_id, e.call_id) not in settled}
+            for run in sorted(cut):
+                for e in each_event(reader, self.skipped, run_id=run, until=since):
+                    key = (e.run_id, e.call_id)
+                    if e.kind is Kind.ACTION and e.verdict is Verdict.ALLOWED:
+                        self.before.add(key)
+                    elif e.kind is Kind.GATE_DECISION and _marked_safe(e):
+                        self.safe_calls.add(key)
+        if until is not None:
+            open_runs = {run for (run, call) in self.allowed if (run, call) not in self.results}
+            for run in sorted(open_runs):
+                for e in each_event(
+                    reader, self.skipped, run_id=run, kind=Kind.TOOL_RESULT, since=until
+                ):
+                    self.results.add((e.run_id, e.call_id))
+
+
+class _Intent(NamedTuple):
+    """What the report keeps of an allowed action (not the whole event)."""
+
+    tool: str
+    time: datetime
+    event_id: str
+
+
+def _marked_safe(e: Event) -> bool:
+    """Did the gate record this call as a safe read? (See the module docstring.)"""
+    if e.verdict is not Verdict.ALLOWED:
+        return False
+    label, reason = e.label.lower(), e.reason.lower()
+    return label == "safe" or label.startswith("safe:") or reason.startswith("safe tool")
+
+
+def _finding(e: Event, detail: str) -> Finding:
+    return Finding(
+        run_id=e.run_id,
+        call_id=e.call_id,
+        tool=e.tool,
+        time=e.time,
+        event_id=str(e.event_id),
+        detail=detail,
+    )
+
+
+def _records_held(reader: Reader) -> tuple[datetime | None, datetime | None]:
+    """The oldest and newest event time of any run in the whole store."""
+    oldest: datetime | None = None
+    newest: datetime | None = None
+    for s in reader.runs():
+        oldest = s.first_time if oldest is None else min(oldest, s.first_time)
+        newest = s.last_time if newest is None else max(newest, s.last_time)
+    return oldest, newest
+
+
+def build_report(
+    reader: Reader,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    progress: Progress | None = None,
+) -> ComplianceReport:
+    """Build the compliance report over ``[since, until)`` from ``reader``.
+
+    ``progress``, when given, is called with the number of events read so far (every few
+    thousand events and at the end), for a progress display.
+    """
+    state = _Pass()
+    for e in each_event(reader, state.skipped, since=since, until=until):
+        state.add(e)
+        if progress is not None and state.events % _PROGRESS_EVERY == 0:
+            progress(state.events)
+    if progress is not None:
+        progress(state.events)
+    state.look_across(reader, since, until)
+    runs = tuple(reader.runs(since=since, until=until))
+    oldest, newest = _records_held(reader)
+    timeline = bucket(
+        state.action_times, state.denial_times, since or state.first, until or state.last
+    )
+    report = ComplianceReport(
+        generated_at=utc_now(),
+        since=since,
+        until=until,
+        events=state.events,
+        runs=runs,
+        tools=tuple(sorted(state.tools.values(), key=lambda t: t.tool)),
+        denials=tuple(state.denials),
+        missing_results=tuple(state.missing()),
+        unsafe_without_intent=tuple(state.unsafe()),
+        oldest_record=oldest,
+        newest_record=newest,
+        hash_check=with_unreadable(check_hashes(reader, since=since, until=until), state.skipped),
+        timeline=timeline,
+    )
+    log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
+    return report

@@ -1,0 +1,107 @@
+"""The report as a document: :class:`ComplianceReport` and its forms.
+
+>>> from ledger.report import build_report
+>>> from ledger.sinks import MemoryReader
+>>> report = build_report(MemoryReader([]))
+>>> report.to_dict()["compliant"], report.to_csv().splitlines()[0]
+(True, 'section,run_id,call_id,tool,time,count,detail')
+
+:func:`~ledger.report.build.build_report` makes it; :mod:`ledger.report.render` writes its
+CSV and HTML forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ledger.report.hashes import HashCheck
+from ledger.report.model import (
+    Denial,
+    Finding,
+    TimeBucket,
+    ToolStats,
+    run_dict,
+    run_outcome,
+    time_text,
+)
+from ledger.report.render import render_csv, render_html
+from ledger.sinks.base import RunSummary
+
+__all__ = ["ComplianceReport"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComplianceReport:
+    """Everything the compliance officer shows for one window of time."""
+
+    generated_at: datetime
+    since: datetime | None
+    until: datetime | None
+    events: int
+    runs: tuple[RunSummary, ...]
+    tools: tuple[ToolStats, ...]
+    denials: tuple[Denial, ...]
+    missing_results: tuple[Finding, ...]
+    unsafe_without_intent: tuple[Finding, ...]
+    oldest_record: datetime | None
+    newest_record: datetime | None
+    hash_check: HashCheck
+    timeline: tuple[TimeBucket, ...] = ()
+
+    @property
+    def actions(self) -> int:
+        """Allowed actions in the window."""
+        return sum(t.actions for t in self.tools)
+
+    @property
+    def compliant(self) -> bool:
+        """No action ran without a committed intent and no content hash mismatched."""
+        return not self.unsafe_without_intent and not self.hash_check.mismatch_count
+
+    def to_dict(self) -> dict[str, Any]:
+        """Machine form with stable field names (the ``--format json`` output)."""
+        return {
+            "generated_at": time_text(self.generated_at),
+            "window": {"since": time_text(self.since), "until": time_text(self.until)},
+            "compliant": self.compliant,
+            "totals": {
+                "events": self.events,
+                "runs": len(self.runs),
+                "actions": self.actions,
+                "denials": len(self.denials),
+                "missing_results": len(self.missing_results),
+                "unsafe_without_intent": len(self.unsafe_without_intent),
+            },
+            "records_held": {
+                "oldest": time_text(self.oldest_record),
+                "newest": time_text(self.newest_record),
+            },
+            "runs": [run_dict(r) | {"outcome": run_outcome(r)} for r in self.runs],
+            "tools": [t.to_dict() for t in self.tools],
+            "denials": [d.to_dict() for d in self.denials],
+            "missing_results": [f.to_dict() for f in self.missing_results],
+            "unsafe_without_intent": {
+                "count": len(self.unsafe_without_intent),
+                "statement": self.unsafe_statement(),
+                "items": [f.to_dict() for f in self.unsafe_without_intent],
+            },
+            "hash_check": self.hash_check.to_dict(),
+            "timeline": [b.to_dict() for b in self.timeline],
+        }
+
+    def unsafe_statement(self) -> str:
+        """The explicit sentence on non-safe actions that ran without a committed intent."""
+        n = len(self.unsafe_without_intent)
+        if n == 0:
+            return "zero non-safe actions ran without a committed intent"
+        return f"VIOLATION: {n} non-safe action(s) ran without a committed intent"
+
+    def to_csv(self) -> str:
+        """One long table: ``section,run_id,call_id,tool,time,count,detail``."""
+        return render_csv(self)
+
+    def to_html(self) -> str:
+        """One self-contained HTML page with an inline SVG chart; no external assets."""
+        return render_html(self)

@@ -1,0 +1,63 @@
+"""Actions and denials over time: the buckets behind the report's chart.
+
+>>> [b.actions for b in bucket([t0, t0], [t0], t0, t0 + timedelta(hours=2))]  # doctest: +SKIP
+[2, 0, ...]
+
+The bucket width is the smallest of 1, 5, 15 and 30 seconds, one minute, 5 and 15
+minutes, one and 6 hours, one day, one week, 30 and 365 days that cuts the span into at
+most 60 buckets (a few seconds of events still make a chart of several bars); buckets are aligned
+to multiples of their width since the Unix epoch (days start at midnight UTC).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from ledger.report.model import TimeBucket
+
+__all__ = ["MAX_BUCKETS", "bucket", "width_for"]
+
+MAX_BUCKETS = 60
+_WIDTHS = tuple(
+    timedelta(seconds=s)
+    for s in (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400)
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def width_for(span: timedelta) -> timedelta:
+    """The bucket width for a span of time (see the module docstring)."""
+    for width in _WIDTHS:
+        if span / width <= MAX_BUCKETS:
+            return width
+    return _WIDTHS[-1]
+
+
+def _floor(moment: datetime, width: timedelta) -> datetime:
+    return _EPOCH + ((moment - _EPOCH) // width) * width
+
+
+def bucket(
+    actions: Sequence[datetime],
+    denials: Sequence[datetime],
+    start: datetime | None,
+    end: datetime | None,
+) -> tuple[TimeBucket, ...]:
+    """Count ``actions`` and ``denials`` (event times) per bucket over ``[start, end]``."""
+    if start is None or end is None or end < start:
+        return ()
+    width = width_for(end - start)
+    first = _floor(start, width)
+    count = max(1, -(-(end - first) // width))  # ceil; an event at `end` lands in the last
+    starts = [first + i * width for i in range(count)]
+
+    def tally(times: Sequence[datetime]) -> Counter[int]:
+        return Counter(min(max(bisect_right(starts, t) - 1, 0), count - 1) for t in times)
+
+    a, d = tally(actions), tally(denials)
+    return tuple(
+        TimeBucket(start=s, end=s + width, actions=a[i], denials=d[i]) for i, s in enumerate(starts)
+    )
