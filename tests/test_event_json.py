@@ -566,8 +566,12 @@ def test_ref_sources_survive_reading(source: str) -> None:
 def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     import orjson
 
+    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import _decode_compact
+    from ledger.model.event import Event as _E
+
+    def _decode_compact(text: object) -> object:
+        return _dc(_E, text)
 
     text = ev.to_json()
     fast = _decode_compact(text)
@@ -608,8 +612,12 @@ def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     ],
 )
 def test_compact_decoding_declines_what_it_cannot_vouch_for(line: str) -> None:
+    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import _decode_compact
+    from ledger.model.event import Event as _E
+
+    def _decode_compact(text: object) -> object:
+        return _dc(_E, text)
 
     assert _decode_compact(line) is None
     try:
@@ -715,8 +723,12 @@ def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
 ) -> None:
     import orjson
 
+    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import _decode_compact
+    from ledger.model.event import Event as _E
+
+    def _decode_compact(text: object) -> object:
+        return _dc(_E, text)
 
     line = orjson.dumps(
         {"event_id": EID, "time": "2026-01-02T03:04:05Z", "kind": kind} | members

@@ -2,8 +2,11 @@
 
 ``args`` and ``result`` are raw JSON: written verbatim and read back byte-exact, by a
 top-level scanner that keeps each value's source text. Used through
-``Event.to_json()`` and ``Event.from_json(text)`` (which first tries the compact-JSON
-path of :mod:`ledger.model.event`: what ``to_json`` writes decodes without the scanner).
+``Event.to_json()`` and ``Event.from_json(text)``. Decoding takes one of two paths: compact
+JSON (what ``to_json`` writes, so every stored row) is parsed by ``orjson`` and checked
+field by field; anything else goes to the exact scanner, which reads any layout and names
+what is wrong. This module is the one JSON codec of events; it knows the event only
+through :class:`EventFields`, so it sits below :mod:`ledger.model.event`.
 
 The SQL sinks write each row with :func:`encode_event_hashed`: the JSON and its RFC 8785
 content hash from one set of members, without parsing the JSON again.
@@ -14,20 +17,61 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection
+from datetime import datetime
 from json.decoder import scanstring  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
+from ulid import ULID
 
 from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_bytes
 from ledger.errors import ValidationError
-from ledger.ids import ulid_text
-from ledger.timefmt import format_time
+from ledger.ids import coerce_event_id, ulid_text
+from ledger.model.values import INT64_MAX, JSON_WS, Kind, Ref, RefSource, Verdict
+from ledger.timefmt import coerce_time, format_time
 
-if TYPE_CHECKING:
-    from ledger.model.event import Event
+
+class EventFields(Protocol):
+    """The 16 fields of an event, as the codec reads them."""
+
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def event_id(self) -> ULID: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def refs(self) -> tuple[Ref, ...]: ...
+    @property
+    def time(self) -> datetime: ...
+    @property
+    def agent_path(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def preview(self) -> str: ...
+    @property
+    def args(self) -> str | None: ...
+    @property
+    def verdict(self) -> Verdict | None: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def err(self) -> str: ...
+    @property
+    def duration_ms(self) -> int: ...
+
+
+E = TypeVar("E", bound=EventFields)
 
 __all__ = [
+    "EventFields",
     "encode_event",
     "encode_event_hashed",
     "event_canonical_hash",
@@ -41,7 +85,6 @@ def _refuse_constant(name: str) -> Any:
 
 
 _decoder = json.JSONDecoder(parse_constant=_refuse_constant)
-_WS = " \t\n\r"
 _RAW_FIELDS = ("args", "result")
 _KNOWN = frozenset(
     ("event_id", "refs", "time", "duration_ms", "args", "result", "run_id", "call_id",
@@ -53,21 +96,21 @@ _STR_FIELDS = (
 )  # fmt: skip
 
 
-def event_to_json(ev: Event) -> str:
+def event_to_json(ev: EventFields) -> str:
     """Serialize ``ev``: event_id, run_id, call_id, refs, time, agent_path, kind, tool,
     label, preview, args, verdict, reason, result, err, duration_ms; empty ones omitted
     (event_id, time and kind always written)."""
     return orjson.dumps(_members(ev, ulid_text(ev.event_id), format_time(ev.time))).decode()
 
 
-def encode_event(ev: Event) -> tuple[str, str, str]:
+def encode_event(ev: EventFields) -> tuple[str, str, str]:
     """``(event JSON, event id text, time text)``: the JSON of :func:`event_to_json` and
     the two texts it embeds, for callers that need them too (no second encoding)."""
     event_id, time = ulid_text(ev.event_id), format_time(ev.time)
     return orjson.dumps(_members(ev, event_id, time)).decode(), event_id, time
 
 
-def encode_event_hashed(ev: Event) -> tuple[str, str, str | None]:
+def encode_event_hashed(ev: EventFields) -> tuple[str, str, str | None]:
     """``(event JSON, event id text, content hash)``: the hash is that of
     :func:`event_canonical_hash`, computed from the same members (None when the event
     has no RFC 8785 form)."""
@@ -76,7 +119,7 @@ def encode_event_hashed(ev: Event) -> tuple[str, str, str | None]:
     return orjson.dumps(out).decode(), event_id, _hash_members(ev, out)
 
 
-def _members(ev: Event, event_id: str, time: str) -> dict[str, Any]:
+def _members(ev: EventFields, event_id: str, time: str) -> dict[str, Any]:
     """The event's JSON members in the reference's order, empty ones left out; enum
     members stand for their values (orjson writes them so)."""
     out: dict[str, Any] = {"event_id": event_id}
@@ -111,7 +154,7 @@ def _members(ev: Event, event_id: str, time: str) -> dict[str, Any]:
     return out
 
 
-def _hash_members(ev: Event, out: dict[str, Any]) -> str | None:
+def _hash_members(ev: EventFields, out: dict[str, Any]) -> str | None:
     """``sha256:`` of the RFC 8785 form of the members ``out`` of ``ev`` (changed in
     place: raw ``args``/``result`` become their canonical values), or None.
 
@@ -166,7 +209,7 @@ def _flat_safe(values: Collection[Any]) -> bool:
     return all(-MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER for x in values if type(x) is int)
 
 
-def event_canonical_hash(ev: Event, event_id: str, time: str) -> str | None:
+def event_canonical_hash(ev: EventFields, event_id: str, time: str) -> str | None:
     """``sha256:`` of the RFC 8785 form of ``ev``'s JSON, built from its fields, or None
     when a part has no RFC 8785 form; ``event_id``/``time`` are its JSON's texts."""
     return _hash_members(ev, _members(ev, event_id, time))
@@ -174,7 +217,7 @@ def event_canonical_hash(ev: Event, event_id: str, time: str) -> str | None:
 
 def _skip(text: str, i: int) -> int:
     n = len(text)
-    while i < n and text[i] in _WS:
+    while i < n and text[i] in JSON_WS:
         i += 1
     return i
 
@@ -217,8 +260,12 @@ def _scan_object(text: str) -> dict[str, tuple[Any, str]]:
     return fields
 
 
-def event_from_json(cls: type[Event], text: str | bytes) -> Event:
-    """Build an ``Event`` from its JSON text, keeping ``args``/``result`` byte-exact."""
+def event_from_json(cls: type[E], text: str | bytes) -> E:
+    """Build an event of class ``cls`` from its JSON text, keeping ``args``/``result``
+    byte-exact; raise ``ValidationError`` naming what is wrong."""
+    fast = _decode_compact(cls, text)
+    if fast is not None:
+        return fast
     try:
         return _event_from_json(cls, text)
     except RecursionError:
@@ -227,7 +274,7 @@ def event_from_json(cls: type[Event], text: str | bytes) -> Event:
         ) from None
 
 
-def _event_from_json(cls: type[Event], text: str | bytes) -> Event:
+def _event_from_json(cls: type[E], text: str | bytes) -> E:
     if isinstance(text, bytes | bytearray):
         try:
             text = bytes(text).decode("utf-8")
@@ -235,9 +282,6 @@ def _event_from_json(cls: type[Event], text: str | bytes) -> Event:
             raise ValidationError(f"event JSON is not UTF-8 ({exc})") from None
     if not isinstance(text, str):
         raise ValidationError(f"event JSON: expected str or bytes, got {type(text).__name__}")
-    fast = _from_json_fast(cls, text)
-    if fast is not None:
-        return fast
     try:
         fields = _scan_object(text)
     except (ValueError, IndexError) as exc:
@@ -268,23 +312,95 @@ def _event_from_json(cls: type[Event], text: str | bytes) -> Event:
     return cls(**kwargs)
 
 
-def _from_json_fast(cls: type[Event], text: str) -> Event | None:
-    """Parse with orjson, taking ``args``/``result`` in compact form; accept the result
-    only when re-serializing it gives ``text`` back byte for byte (so the raw values are
-    exactly the source's). Anything else goes to the exact scanner."""
+# --- decoding compact JSON (what to_json writes) without the exact scanner --------------
+
+_TEXT_FIELDS = ("run_id", "call_id", "agent_path", "tool", "label", "preview", "reason", "err")
+_KINDS: dict[object, Kind] = dict(Kind._value2member_map_)
+_VERDICTS: dict[object, Verdict] = dict(Verdict._value2member_map_)
+_SOURCES: dict[object, RefSource] = dict(RefSource._value2member_map_)
+_REF_KEYS = frozenset(("source", "id", "hash"))
+
+
+def _decode_compact(cls: type[E], text: object) -> E | None:
+    """The event in ``text`` when ``text`` is compact JSON (as ``to_json`` writes it) of a
+    well-formed event, else None (the caller then takes the exact path, which reads any
+    layout and names what is wrong).
+
+    Compact means ``orjson`` writes the parsed value back to exactly ``text``; then the
+    raw ``args``/``result`` texts are exactly ``orjson``'s output for their values, so
+    they are recovered byte-exact without a scanner. Every field is checked as the
+    constructor checks it (types, enums, id, time, range); strings that ``orjson``
+    parsed and wrote back are valid Unicode.
+    """
     try:
-        obj = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        obj = orjson.loads(text)  # type: ignore[arg-type]
+        if type(obj) is not dict:
+            return None
+        back = orjson.dumps(obj)
+        if back != (text.encode("utf-8") if type(text) is str else text):
+            return None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError, UnicodeEncodeError):
         return None
-    if not isinstance(obj, dict) or not obj.keys() <= _KNOWN:
+    if not obj.keys() <= _KNOWN:
+        return None
+    get = obj.get
+    kind, event_id, time = get("kind"), get("event_id"), get("time")
+    if type(kind) is not str or type(event_id) is not str or type(time) is not str:
+        return None
+    if (kind := _KINDS.get(kind)) is None:
+        return None
+    verdict = get("verdict", "")  # "" reads as absent, as the exact path reads it
+    if type(verdict) is not str:
+        return None
+    if verdict and (verdict := _VERDICTS.get(verdict)) is None:
+        return None
+    duration = get("duration_ms", 0)
+    if type(duration) is not int or not 0 <= duration <= INT64_MAX:
+        return None
+    texts = [get(name, "") for name in _TEXT_FIELDS]
+    if not all(type(t) is str for t in texts):
+        return None
+    refs = _decode_refs(get("refs"))
+    if refs is None:
         return None
     try:
-        for key in _RAW_FIELDS:
-            if key in obj:
-                obj[key] = orjson.dumps(obj[key]).decode("utf-8")
-        if obj.get("verdict") == "":
-            del obj["verdict"]
-        ev = cls(**obj)
-    except (ValidationError, TypeError):
+        eid, when = coerce_event_id(event_id), coerce_time(time)
+    except ValidationError:
         return None
-    return ev if event_to_json(ev) == text else None
+    args, result = get("args", _ABSENT), get("result", _ABSENT)
+    ev = object.__new__(cls)
+    set_ = object.__setattr__
+    for name, value in zip(_TEXT_FIELDS, texts, strict=True):
+        set_(ev, name, value)
+    set_(ev, "event_id", eid)
+    set_(ev, "time", when)
+    set_(ev, "kind", kind)
+    set_(ev, "refs", refs)
+    set_(ev, "verdict", verdict or None)
+    set_(ev, "duration_ms", duration)
+    set_(ev, "args", None if args is _ABSENT else orjson.dumps(args).decode("utf-8"))
+    set_(ev, "result", None if result is _ABSENT else orjson.dumps(result).decode("utf-8"))
+    return ev
+
+
+_ABSENT = object()
+
+
+def _decode_refs(value: object) -> tuple[Ref, ...] | None:
+    if value is None or value == []:
+        return ()
+    if type(value) is not list:
+        return None
+    out = []
+    for item in value:
+        if type(item) is not dict or not item.keys() <= _REF_KEYS:
+            return None
+        source, id_, hash_ = item.get("source", ""), item.get("id", ""), item.get("hash", "")
+        if type(source) is not str or type(id_) is not str or type(hash_) is not str:
+            return None
+        ref = object.__new__(Ref)
+        object.__setattr__(ref, "source", _SOURCES.get(source, source))
+        object.__setattr__(ref, "id", id_)
+        object.__setattr__(ref, "hash", hash_)
+        out.append(ref)
+    return tuple(out)

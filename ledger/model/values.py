@@ -1,0 +1,210 @@
+"""The values an event is made of: its enums, :class:`Ref`, and the field validators.
+
+>>> Ref(source="tool", id="01J0000000000000000000000A").known_source
+True
+>>> Kind("action") is Kind.ACTION
+True
+
+The validators (``enum_value``, ``text_value``, ``raw_json``, ``refs_value``) are the one
+place each field rule lives; :class:`~ledger.model.event.Event` and the decoder of
+:mod:`ledger.model.codec` both use them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from ledger.errors import ValidationError
+
+__all__ = [
+    "INT64_MAX",
+    "JSON_WS",
+    "MAX_NESTING",
+    "Kind",
+    "Ref",
+    "RefSource",
+    "Verdict",
+    "check_nesting",
+    "enum_value",
+    "raw_json",
+    "refs_value",
+    "text_value",
+]
+
+JSON_WS = " \t\n\r"
+INT64_MAX = 2**63 - 1
+
+
+class Kind(StrEnum):
+    """What an event records. Values are the reference's."""
+
+    PROMPT = "prompt"
+    MODEL_RESPONSE = "model_response"
+    TOOL_REQUEST = "tool_request"
+    GATE_DECISION = "gate_decision"
+    TOOL_RESULT = "tool_result"
+    ABORT = "abort"
+    RUN_END = "run_end"
+    REQUEST = "request"  # chain head: the run's input
+    RETRIEVED = "retrieved"  # what was put in front of the model, by ref
+    ACTION = "action"  # intent + verdict, committed before execution
+
+
+class Verdict(StrEnum):
+    """A gate's decision on one tool call."""
+
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    NEEDS_APPROVAL = "needs_approval"
+
+
+class RefSource(StrEnum):
+    """What a ``Ref`` points at, so resolution never guesses from the id's shape."""
+
+    TOOL = "tool"  # id is a ledger event id (a tool result)
+    MEMORY = "memory"  # id is a memory entry id
+    LEDGER = "ledger"  # id is a typed-ledger record id, hash its sha
+
+
+def enum_value(enum: type[StrEnum], value: object, name: str) -> Any:
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(repr(m.value) for m in enum)
+    raise ValidationError(f"{name}: {value!r} is not one of {allowed}")
+
+
+def text_value(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{name}: expected a string, got {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name}: text is not valid Unicode ({exc})") from None
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ref:
+    """An item that was available to the agent, by id plus the content hash seen then.
+
+    ``source`` is a :class:`RefSource` when it names a known source; an unknown source
+    string is kept as given (so a foreign record can still be read) but such a ref does
+    not count as evidence for ``commit_action`` and verifies as ``unverifiable``.
+    """
+
+    source: RefSource | str
+    id: str
+    hash: str = ""
+
+    def __post_init__(self) -> None:
+        source = text_value(self.source, "ref.source")
+        if not isinstance(self.source, RefSource) and source in RefSource._value2member_map_:
+            object.__setattr__(self, "source", RefSource(source))
+        text_value(self.id, "ref.id")
+        text_value(self.hash, "ref.hash")
+
+    @property
+    def known_source(self) -> bool:
+        """True when ``source`` is one of :class:`RefSource`."""
+        return isinstance(self.source, RefSource)
+
+    def to_dict(self) -> dict[str, str]:
+        """The reference's JSON shape: all three fields, always."""
+        return {"source": str(self.source), "id": self.id, "hash": self.hash}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Ref:
+        """Build a ref from its JSON object; raise ``ValidationError`` on a bad shape."""
+        if not isinstance(data, dict):
+            raise ValidationError(f"ref: expected an object, got {type(data).__name__}")
+        return cls(source=data.get("source", ""), id=data.get("id", ""), hash=data.get("hash", ""))
+
+
+def raw_json(value: object, name: str) -> str | None:
+    """Normalize ``args``/``result``: raw JSON text kept as is, other values serialized."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"{name}: raw JSON bytes are not UTF-8 ({exc})") from None
+    if isinstance(value, str):
+        value = value.strip(JSON_WS)  # white space around the value is not part of it
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise ValidationError(
+                f"{name}: {value[:60]!r} is not JSON text ({exc}); pass raw JSON text, "
+                "or a Python value to have it serialized"
+            ) from None
+        check_nesting(value, parsed, name)
+        return value
+    try:
+        text = orjson.dumps(value).decode("utf-8")
+    except TypeError as exc:
+        raise ValidationError(f"{name}: value cannot be serialized as JSON ({exc})") from None
+    check_nesting(text, None, name)  # the JSON written, not the Python value (dataclasses...)
+    if "null" in text:  # orjson writes NaN and infinities as null: refuse them instead
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise ValidationError(
+                f"{name}: NaN and infinities are not JSON; give finite numbers"
+            ) from None
+    return text
+
+
+MAX_NESTING = 128
+"""Deepest nesting of arrays and objects kept in ``args``/``result`` (``[]`` nests 1
+level, ``[[1]]`` 2): anything stored must read back, and JSON nested much deeper cannot
+be read back reliably (parsers stop at a recursion limit). The gate keeps less (64)."""
+
+
+def check_nesting(text: str, parsed: object, name: str) -> None:
+    """``ValidationError`` when the JSON ``text`` (``parsed``, or None to parse it here)
+    nests deeper than :data:`MAX_NESTING`; its bracket count rules most texts out at C
+    speed."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return
+    level = [orjson.loads(text) if parsed is None else parsed]
+    for _ in range(MAX_NESTING):
+        level = [
+            child
+            for v in level
+            if isinstance(v, dict | list)
+            for child in (v.values() if isinstance(v, dict) else v)
+        ]
+        if not level:
+            return
+    if any(isinstance(v, dict | list) for v in level):
+        raise ValidationError(
+            f"{name}: JSON nested more than {MAX_NESTING} levels deep (arrays and objects); "
+            "flatten it, or store it as a string"
+        )
+
+
+def refs_value(value: object) -> tuple[Ref, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValidationError(f"refs: expected a sequence of Ref, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, Ref):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append(Ref.from_dict(item))
+        else:
+            raise ValidationError(f"refs[{i}]: expected a Ref, got {type(item).__name__}")
+    return tuple(out)
