@@ -59,17 +59,6 @@ class DemoTyped:
     notes: int
 
 
-_TYPED_NAMES = (
-    "IntentQueue",
-    "write_artifact",
-    "ShardStore",
-    "persist",
-    "read_artifact",
-    "build_projection",
-    "query_sql",
-)
-
-
 def prepare_typed(home: Path) -> Any:
     """Everything the typed-ledger step needs, checked before the run is recorded: the
     config (written when missing) with its ``knowledge`` notes ledger, the typed-ledger
@@ -77,7 +66,8 @@ def prepare_typed(home: Path) -> Any:
     the parsed config; raises ``LedgerError`` (so a refused demo records nothing)."""
     import tempfile
 
-    from ledger.cli.typed import load_config, typed_api
+    from ledger.cli.typed import load_config
+    from ledger.typed import IntentQueue, ShardStore, build_projection
 
     for folder in ("agent", "store", "transactions", "projection"):
         if (home / folder).exists() and not (home / folder).is_dir():
@@ -95,17 +85,16 @@ def prepare_typed(home: Path) -> Any:
             f"{config_path} has no `knowledge` notes ledger, which the demo writes to "
             "(delete the file to have the demo write it again, or choose another --dir)"
         )
-    api = {name: typed_api(name) for name in _TYPED_NAMES}
-    answer = api["IntentQueue"](config).submit("ledger_note_add", _note("0" * 26, True))
+    answer = IntentQueue(config).submit("ledger_note_add", _note("0" * 26, True))
     if not answer.get("success"):
         raise LedgerError(
             f"{config_path}: its `knowledge` ledger refuses the demo's note "
             f"({answer.get('error')}); delete the file to have the demo write it again"
         )
-    store = api["ShardStore"](home / "store", config)
+    store = ShardStore(home / "store", config)
     with tempfile.TemporaryDirectory(prefix="ledger-demo-check-") as scratch:
         try:
-            api["build_projection"](config, store, scratch)
+            build_projection(config, store, scratch)
         except LedgerError as exc:
             raise LedgerError(
                 f"the demo's typed-ledger store {home / 'store'} does not replay: {exc} "
@@ -128,21 +117,29 @@ def _note(run_id: str, written: bool) -> dict[str, Any]:
 def record_note(home: Path, run_id: str, written: Path | None, config: Any = None) -> DemoTyped:
     """Queue the run's note, write its artifact, persist it and rebuild the projection
     (``config`` from :func:`prepare_typed`, which runs here when it is not given)."""
-    from ledger.cli.typed import typed_api
+    from ledger.typed import (
+        IntentQueue,
+        ShardStore,
+        build_projection,
+        persist,
+        query_sql,
+        read_artifact,
+        write_artifact,
+    )
 
     if config is None:
         config = prepare_typed(home)
-    queue = typed_api("IntentQueue")(config)
+    queue = IntentQueue(config)
     answer = queue.submit("ledger_note_add", _note(run_id, written is not None))
     if not answer.get("success"):
         raise LedgerError(f"the demo note was refused: {answer.get('error')}")
     (home / "transactions").mkdir(exist_ok=True)
     artifact = home / "transactions" / f"{run_id}.json"
-    typed_api("write_artifact")(artifact, queue.artifact(f"demo-{run_id}"))
-    store = typed_api("ShardStore")(home / "store", config)
-    result = typed_api("persist")(config, store, typed_api("read_artifact")(artifact))
-    paths = typed_api("build_projection")(config, store, home / "projection")
-    rows = typed_api("query_sql")(paths["knowledge"], "SELECT count(*) AS n FROM notes")
+    write_artifact(artifact, queue.artifact(f"demo-{run_id}"))
+    store = ShardStore(home / "store", config)
+    result = persist(config, store, read_artifact(artifact))
+    paths = build_projection(config, store, home / "projection")
+    rows = query_sql(paths["knowledge"], "SELECT count(*) AS n FROM notes")
     return DemoTyped(
         artifact=artifact, persisted=result, projection=paths["knowledge"], notes=rows[0]["n"]
     )

@@ -292,11 +292,12 @@ class _Resolvers:
 
 
 def _ledger_resolver(config: Path, store: Path) -> Resolver:
-    from ledger.cli.typed import load_config, typed_api
+    from ledger.cli.typed import load_config
+    from ledger.typed.resolver import LedgerResolver
+    from ledger.typed.store import ShardStore
 
     parsed = load_config(config)
-    resolver: Resolver = typed_api("LedgerResolver")(typed_api("ShardStore")(store, parsed), parsed)
-    return resolver
+    return LedgerResolver(ShardStore(store, parsed), parsed)
 
 
 def check_dict(c: RefCheck) -> dict[str, Any]:

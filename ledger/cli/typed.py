@@ -9,12 +9,10 @@ configuration error at the key its message names (e.g. ``tools.ledger.findings.t
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -22,9 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from ledger.cli.common import emit_json, json_option, progress, stdout
-from ledger.errors import ConfigError, LedgerError, PersistError, QueryError
+from ledger.errors import ConfigError, PersistError, QueryError
 
-__all__ = ["load_config", "register", "typed", "typed_api"]
+if TYPE_CHECKING:
+    from ledger.typed.config import LedgerConfig
+
+__all__ = ["load_config", "register", "typed"]
+
+# The typed-ledger engine is imported inside each command (typed, from its leaf modules), so
+# `ledger --help` and the provenance commands do not pay for loading it.
 
 _WHERE = re.compile(r"tools\.ledger((?:\.[A-Za-z0-9_-]+)*)")
 _PROPERTY = re.compile(r'property "([^"]+)"')
@@ -43,33 +47,6 @@ _EXISTING_STORE = click.option(
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards); must exist.",
 )
-
-
-_HOMES = {
-    "persist": ("ledger.typed.persist",),
-    "plan_compaction": ("ledger.typed.compaction.apply",),
-    "apply_compaction": ("ledger.typed.compaction.apply",),
-    "query_records": ("ledger.typed.query",),
-    "query_sql": ("ledger.typed.query",),
-    "IntentQueue": ("ledger.typed.intents", "ledger.typed.tools"),
-    "read_artifact": ("ledger.typed.transactions",),
-    "write_artifact": ("ledger.typed.transactions",),
-    "LedgerResolver": ("ledger.typed.resolver",),
-}
-
-
-def typed_api(name: str) -> Any:
-    """A typed-ledger name: from :mod:`ledger.typed` (its public API), else from the
-    module that defines it; ``LedgerError`` when this installation lacks it."""
-    found = getattr(importlib.import_module("ledger.typed"), name, None)
-    if found is not None and not isinstance(found, types.ModuleType):  # not a submodule
-        return found
-    for module in _HOMES.get(name, ()):
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue
-    raise LedgerError(f"the typed-ledger function {name!r} is missing from this installation")
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
@@ -109,9 +86,10 @@ def _locate(root: yaml.Node | None, prefix: tuple[str, ...], message: str) -> tu
     return at
 
 
-def load_config(path: Path) -> Any:
+def load_config(path: Path) -> LedgerConfig:
     """Read and parse a typed-ledger config file with line-precise errors."""
-    parse_config = typed_api("parse_config")
+    from ledger.typed.config import parse_config
+
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, not a config file")
     if not path.is_file():
@@ -189,10 +167,13 @@ def _cell(value: object) -> str:
 @json_option
 def project(config: Path, store: Path, out: Path, lenient: bool, as_json: bool) -> None:
     """Replay every ledger into read-only SQLite projections under --out."""
+    from ledger.typed.projection import build_projection
+    from ledger.typed.store import ShardStore
+
     parsed = load_config(config)
-    shards = typed_api("ShardStore")(store, parsed)
+    shards = ShardStore(store, parsed)
     with progress(f"projecting {len(parsed.ledgers)} ledger(s)") as update:
-        paths = typed_api("build_projection")(parsed, shards, out, strict=not lenient)
+        paths = build_projection(parsed, shards, out, strict=not lenient)
         update(len(paths))
     _print_paths(paths, as_json)
 
@@ -216,16 +197,20 @@ def _print_paths(paths: dict[str, Path], as_json: bool) -> None:
 def persist(config: Path, store: Path, artifact: Path) -> None:
     """Validate and append a transaction ARTIFACT (JSON) to the store; prints the result
     (ids, counts and statuses, never the values)."""
+    from ledger.typed.persist import persist as persist_artifact
+    from ledger.typed.store import ShardStore
+    from ledger.typed.transactions import read_artifact
+
     parsed = load_config(config)
     if not artifact.is_file() and not artifact.is_symlink():  # say which file is missing
         raise PersistError(f"No such file or directory: {artifact} (the transaction artifact)")
     try:
-        data = typed_api("read_artifact")(artifact)
+        data = read_artifact(artifact)
     except PersistError as exc:
         raise PersistError(f"{artifact}: {exc}") from None
-    shards = typed_api("ShardStore")(store, parsed)
+    shards = ShardStore(store, parsed)
     with progress("persisting") as update:
-        result = typed_api("persist")(parsed, shards, data)
+        result = persist_artifact(parsed, shards, data)
         update(1)
     emit_json(result)
 
@@ -238,12 +223,14 @@ def persist(config: Path, store: Path, artifact: Path) -> None:
 @json_option
 def compact(config: Path, store: Path, name: str, dry_run: bool, as_json: bool) -> None:
     """Merge small shard files of one ledger into a segment, losslessly."""
+    from ledger.typed.compaction.apply import apply_compaction, plan_compaction
+    from ledger.typed.store import ShardStore
+
     parsed = load_config(config)
-    shards = typed_api("ShardStore")(store, parsed)
+    shards = ShardStore(store, parsed)
     with progress(f"compacting {name}") as update:
-        plan = typed_api("plan_compaction")(parsed, shards, name)
-        apply = typed_api("apply_compaction")
-        outcome = None if plan is None else apply(parsed, shards, plan, dry_run=dry_run)
+        plan = plan_compaction(parsed, shards, name)
+        outcome = None if plan is None else apply_compaction(parsed, shards, plan, dry_run=dry_run)
         update(1)
     if outcome is None:
         result: dict[str, Any] = {"status": "nothing_to_do", "plan_id": None}
@@ -278,14 +265,17 @@ def query(
     config: Path, store: Path, name: str, where: str | None, limit: int, after: str | None
 ) -> None:
     """Records of one ledger matching --where, as JSON (records and next_cursor)."""
+    from ledger.typed.query import query_records
+    from ledger.typed.store import ShardStore
+
     parsed = load_config(config)
     parsed[name]  # an unknown ledger is an error, not an empty page
     try:
         predicates = json.loads(where) if where else None
     except json.JSONDecodeError as exc:
         raise QueryError(f"--where is not JSON: {exc}") from None
-    shards = typed_api("ShardStore")(store, parsed)
-    page = typed_api("query_records")(shards, name, where=predicates, limit=limit, after=after)
+    shards = ShardStore(store, parsed)
+    page = query_records(shards, name, where=predicates, limit=limit, after=after)
     emit_json({"records": [r.as_dict() for r in page.records], "next_cursor": page.next_cursor})
 
 
@@ -296,7 +286,9 @@ def query(
 @click.option("--limit", type=click.IntRange(1, 100000), default=1000, show_default=True)
 def sql(projection: Path, sql: str, params: tuple[str, ...], limit: int) -> None:
     """Run one read-only SELECT over a PROJECTION database; rows as JSON."""
-    emit_json(typed_api("query_sql")(projection, sql, params=params, limit=limit))
+    from ledger.typed.query import query_sql
+
+    emit_json(query_sql(projection, sql, params=params, limit=limit))
 
 
 def register(group: click.Group) -> None:

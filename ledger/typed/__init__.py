@@ -21,13 +21,13 @@ from ledger.typed.intents import IntentQueue
 from ledger.typed.order import replay_order
 from ledger.typed.persist import persist
 from ledger.typed.projection import ProjectionFailed, build_projection
-from ledger.typed.query import QueryPage, query_records, query_sql
+from ledger.typed.query import LedgerQueryTool, QueryPage, query_records, query_sql
 from ledger.typed.records import Record, canonical_json, final_id, record_sha
 from ledger.typed.reducers.simple import OperationError, ReplayResult, replay, validate_operation
 from ledger.typed.resolver import LedgerResolver, record_ref
 from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
 from ledger.typed.tools import ToolDefinition, tool_definitions
-from ledger.typed.transactions import normalize_appends
+from ledger.typed.transactions import normalize_appends, read_artifact, write_artifact
 
 __all__ = [
     "CompactionOutcome",
@@ -37,6 +37,7 @@ __all__ = [
     "IntentQueue",
     "LedgerConfig",
     "LedgerDef",
+    "LedgerQueryTool",
     "LedgerResolver",
     "OperationError",
     "PersistError",
@@ -60,10 +61,12 @@ __all__ = [
     "plan_compaction",
     "query_records",
     "query_sql",
+    "read_artifact",
     "record_ref",
     "record_sha",
     "replay",
     "replay_order",
     "tool_definitions",
     "validate_operation",
+    "write_artifact",
 ]

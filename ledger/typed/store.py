@@ -237,8 +237,14 @@ class ShardStore:
     def read(self, name: str, *, max_segment_kb: int | None = None) -> Reconstruction:
         """Reconstruct ledger ``name``; a missing ledger is empty.
 
-        >>> rec = store.read("findings")  # doctest: +SKIP
-        >>> rec.ok, len(rec.records), rec.heads
+        >>> import tempfile
+        >>> from ledger.typed.config import parse_config
+        >>> config = parse_config({"findings": {"type": "table", "key": "id"}})
+        >>> store = ShardStore(tempfile.mkdtemp(), config)
+        >>> _ = store.append("findings", [{"operation": "insert", "value": {"id": "a"}}])
+        >>> rec = store.read("findings")
+        >>> rec.ok, len(rec.records), len(rec.heads)
+        (True, 1, 1)
         """
         directory = self.shard_dir(name)
         reader = _Reader()

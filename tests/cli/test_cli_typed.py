@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli.typed import typed_api
-from ledger.typed import parse_config
+from ledger.typed import IntentQueue, parse_config, write_artifact
 
 from .conftest import invoke
 
@@ -29,14 +28,14 @@ def config(tmp_path: Path) -> Path:
 
 
 def _artifact(tmp_path: Path, tx: str, finding: str) -> Path:
-    queue = typed_api("IntentQueue")(parse_config(CONFIG))
+    queue = IntentQueue(parse_config(CONFIG))
     answer = queue.submit(
         "ledger_append",
         {"ledger": "findings", "operation": "insert", "value": {"id": finding, "sev": "high"}},
     )
     assert answer["success"], answer
     path = tmp_path / f"{tx}.json"
-    typed_api("write_artifact")(path, queue.artifact(tx))
+    write_artifact(path, queue.artifact(tx))
     return path
 
 
