@@ -63,11 +63,26 @@ def codes(chain: Chain) -> list[AnomalyCode]:
 MEM = Ref(source=RefSource.MEMORY, id="m1", hash=content_hash("the notes live in /tmp"))
 
 
+def safe_decision(call: str, tool: str = "list_files", **kw: Any) -> Event:
+    """The gate's record of a safe read (what makes its result covered)."""
+    return Event(
+        kind=Kind.GATE_DECISION,
+        run_id=kw.pop("run_id", RUN),
+        call_id=call,
+        tool=tool,
+        verdict=Verdict.ALLOWED,
+        label="safe:read-only",
+        reason="safe tool",
+        **kw,
+    )
+
+
 def clean_run() -> list[Event]:
     req = request()
     return [
         req,
         retrieved(MEM),
+        safe_decision("read-1"),
         result("read-1", '"notes.txt"', tool="list_files"),
         action("c1", refs=[Ref(source="tool", id=str(req.event_id))]),
         result("c1", '"written"', duration_ms=3),
@@ -141,15 +156,15 @@ def test_clean_run_has_no_anomalies() -> None:
     assert chain.run_id == RUN
     assert chain.request is events[0]
     assert chain.events == tuple(events)
-    read = events[2]
+    read = events[3]
     assert chain.available == (
         MEM,
         Ref(source=RefSource.TOOL, id=str(read.event_id), hash=content_hash('"notes.txt"')),
     )
     (act,) = chain.actions
-    assert act.intent is events[3]
-    assert act.result is events[4]
-    assert act.evidence == events[3].refs
+    assert act.intent is events[4]
+    assert act.result is events[5]
+    assert act.evidence == events[4].refs
     assert act.outcome == "succeeded"
     assert not act.denied
     assert chain.denied == ()
@@ -197,7 +212,7 @@ def test_event_order_is_the_input_order_not_the_time_field() -> None:
     earlier = later - timedelta(hours=1)
     first_read = result("s1", '"a"', time=later)
     memory = retrieved(Ref(source="memory", id="m1"), time=earlier)
-    chain = assemble_chain([request(time=later), first_read, memory])
+    chain = assemble_chain([request(time=later), safe_decision("s1"), first_read, memory])
     assert [r.id for r in chain.available] == [str(first_read.event_id), "m1"]
     assert chain.anomalies == ()
 
@@ -668,8 +683,10 @@ def test_a_result_of_a_call_not_marked_safe_without_an_action_is_flagged() -> No
 
     unsafe = assemble_chain([request(), decision("allow-all"), result("c9", tool="rm")])
     safe = assemble_chain([request(), decision("safe:allow-all"), result("c9", tool="rm")])
-    bare = assemble_chain([request(), result("c9", tool="rm")])  # the reference's safe read
+    bare = assemble_chain([request(), result("c9", tool="rm")])  # unclassified: non-safe
     assert AnomalyCode.RESULT_WITHOUT_INTENT in codes(unsafe)
     assert AnomalyCode.RESULT_WITHOUT_INTENT not in codes(safe)
-    assert AnomalyCode.RESULT_WITHOUT_INTENT not in codes(bare)
-    assert len(unsafe.available) == len(safe.available) == 1  # still visible as a read
+    assert AnomalyCode.RESULT_WITHOUT_INTENT in codes(bare)  # fail-safe, as the report says
+    assert len(unsafe.available) == len(safe.available) == len(bare.available) == 1
+    assert [e.call_id for e in bare.unintended] == ["c9"]
+    assert safe.unintended == ()

@@ -11,7 +11,8 @@ pure :func:`assemble_chain`.
 
 from __future__ import annotations
 
-from ledger.chain.assemble import Action, Anomaly, AnomalyCode, Chain, assemble_chain
+from ledger.chain.assemble import Chain, assemble_chain
 from ledger.chain.explain import Explanation
+from ledger.chain.parts import Action, Anomaly, AnomalyCode
 
 __all__ = ["Action", "Anomaly", "AnomalyCode", "Chain", "Explanation", "assemble_chain"]

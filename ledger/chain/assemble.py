@@ -20,79 +20,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from ledger.chain.explain import Explanation
+from ledger.chain.parts import (
+    DENIED,
+    UNINTENDED,
+    Action,
+    Anomaly,
+    AnomalyCode,
+    DecisionMark,
+    decision_mark,
+    unintended_reason,
+)
 from ledger.errors import CallNotFound
 from ledger.ids import ulid_text
 from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
 
-__all__ = ["Action", "Anomaly", "AnomalyCode", "Chain", "Explanation", "assemble_chain"]
-
-
-class AnomalyCode(StrEnum):
-    """The oddities a chain reports instead of hiding."""
-
-    NO_REQUEST = "no_request"
-    MULTIPLE_REQUESTS = "multiple_requests"
-    MIXED_RUNS = "mixed_runs"
-    DENIED_ATTEMPT = "denied_attempt"
-    ACTION_WITHOUT_CALL_ID = "action_without_call_id"
-    DUPLICATE_ACTION = "duplicate_action"
-    ACTION_WITHOUT_RESULT = "action_without_result"
-    DUPLICATE_RESULT = "duplicate_result"
-    RESULT_WITHOUT_CALL_ID = "result_without_call_id"
-    RESULT_BEFORE_INTENT = "result_before_intent"
-    RESULT_WITHOUT_INTENT = "result_without_intent"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Anomaly:
-    """One oddity in a run, with the events it concerns."""
-
-    code: AnomalyCode
-    detail: str
-    event_ids: tuple[str, ...] = ()
-    call_id: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.detail}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """One effectful call: its intent (target, verdict, embedded why), its result, and
-    the evidence it rested on. A denied attempt is an action whose outcome is a denial."""
-
-    intent: Event
-    result: Event | None = None
-    evidence: tuple[Ref, ...] = ()
-
-    @property
-    def call_id(self) -> str:
-        return self.intent.call_id
-
-    @property
-    def tool(self) -> str:
-        return self.intent.tool
-
-    @property
-    def verdict(self) -> Verdict | None:
-        return self.intent.verdict
-
-    @property
-    def denied(self) -> bool:
-        """True when the intent was refused (the tool did not run)."""
-        return self.intent.verdict in (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
-
-    @property
-    def outcome(self) -> str:
-        """``denied``, ``failed`` (the tool raised), ``succeeded`` or ``no_result``."""
-        if self.denied:
-            return "denied"
-        if self.result is None:
-            return "no_result"
-        return "failed" if self.result.err else "succeeded"
+__all__ = ["Chain", "assemble_chain", "result_ref"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +54,18 @@ class Chain:
     def denied(self) -> tuple[Action, ...]:
         """The denied attempts, in event order."""
         return tuple(a for a in self.actions if a.denied)
+
+    @property
+    def unintended(self) -> tuple[Event, ...]:
+        """Results that ran without a committed intent (no call id, no allowed action and
+        no safe-read decision, or recorded before their intent), in event order: what the
+        compliance report counts as ``unsafe_without_intent`` for this run."""
+        flagged = {a.event_ids[0] for a in self.anomalies if a.code in UNINTENDED and a.event_ids}
+        return tuple(
+            e
+            for e in self.events
+            if e.kind is Kind.TOOL_RESULT and ulid_text(e.event_id) in flagged
+        )
 
     def action(self, call_id: str) -> Action:
         """The action for ``call_id`` (the allowed one when several share it)."""
@@ -151,9 +107,6 @@ def result_ref(result: Event) -> Ref:
     return Ref(source=RefSource.TOOL, id=ulid_text(result.event_id), hash=digest)
 
 
-_DENIED = (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
-
-
 def _flag(
     out: list[Anomaly], code: AnomalyCode, detail: str, events: Iterable[Event], call: str = ""
 ) -> None:
@@ -181,7 +134,7 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
     last: dict[int, int] = {}  # id(action or result event) -> its last position
     intents: list[Event] = []
     sources: list[Event] = []  # retrieved events and tool results, in event order
-    decisions: dict[str, Event] = {}  # call id -> its first gate decision
+    decisions: dict[str, DecisionMark] = {}  # call id -> its first gate decision
     for i, e in enumerate(ordered):
         if e.run_id:
             runs[e.run_id] = None
@@ -198,14 +151,14 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
             sources.append(e)
         elif kind is Kind.REQUEST:
             requests.append(e)
-        elif kind is Kind.GATE_DECISION and e.call_id:
-            decisions.setdefault(e.call_id, e)
+        elif kind is Kind.GATE_DECISION and e.call_id and e.call_id not in decisions:
+            decisions[e.call_id] = decision_mark(e)
     anomalies: list[Anomaly] = []
     run_id = _run_id(list(runs), anomalies)
     request = _request(requests, anomalies)
     results = _results(by_call, anomalies)
     actions = _actions(intents, results, last, anomalies)
-    _unintended(results, intents, decisions, anomalies)
+    _unintended(by_call, intents, decisions, anomalies)
     reads = _available(sources, {e.call_id for e in intents if e.call_id}, anomalies)
     return Chain(
         run_id=run_id,
@@ -252,7 +205,7 @@ def _actions(
     seen: dict[str, Event] = {}
     for e in intents:
         call, tool = e.call_id, e.tool or "?"
-        denied = e.verdict in _DENIED
+        denied = e.verdict in DENIED
         result = results.get(call) if call and not denied else None  # a denial never ran
         actions.append(Action(intent=e, result=result, evidence=e.refs))
         if denied:
@@ -277,31 +230,28 @@ def _actions(
 
 
 def _unintended(
-    results: dict[str, Event],
+    by_call: dict[str, list[Event]],
     intents: list[Event],
-    decisions: dict[str, Event],
+    decisions: dict[str, DecisionMark],
     out: list[Anomaly],
 ) -> None:
-    """Flag results of calls that had no allowed intent: calls whose only actions were
-    denials, and calls with no action whose gate decision was a denial or not marked
-    safe (``safe:`` label). A result with no action and no decision is a safe read."""
-    allowed = {e.call_id for e in intents if e.call_id and e.verdict not in _DENIED}
+    """Flag results that ran without an allowed intent, as :func:`unintended_reason`
+    decides (the rule the compliance report applies too)."""
+    allowed = {e.call_id for e in intents if e.call_id and e.verdict is Verdict.ALLOWED}
     denied = {e.call_id for e in intents if e.call_id} - allowed
-    for call, result in results.items():
-        if call in allowed:
+    for call, found in by_call.items():
+        why = unintended_reason(
+            call_id=call,
+            allowed_intent=call in allowed,
+            denied_intent=call in denied,
+            decision=decisions.get(call),
+        )
+        if why is None:
             continue
-        decision = decisions.get(call)
-        if call in denied:
-            why = "its only action was a denial"
-        elif decision is not None and decision.verdict in _DENIED:
-            why = "the gate denied it"
-        elif decision is not None and not decision.label.startswith("safe:"):
-            why = "the gate did not mark it safe and no action was committed"
-        else:
-            continue
-        tool = result.tool or "?"
-        detail = f"{tool} (call {call!r}) has a result but {why}: it ran without an intent"
-        _flag(out, AnomalyCode.RESULT_WITHOUT_INTENT, detail, [result], call)
+        for result in found:
+            tool = result.tool or "?"
+            detail = f"{tool} (call {call!r}) has a result but {why}: it ran without an intent"
+            _flag(out, AnomalyCode.RESULT_WITHOUT_INTENT, detail, [result], call)
 
 
 def _available(sources: list[Event], action_calls: set[str], out: list[Anomaly]) -> list[Ref]:

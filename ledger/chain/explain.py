@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ledger.chain.parts import Action, Anomaly
+from ledger.model.event import Event, Ref
 from ledger.timefmt import format_time
-
-if TYPE_CHECKING:
-    from ledger.chain.assemble import Action, Anomaly
-    from ledger.model.event import Event, Ref
 
 __all__ = ["Explanation"]
 

@@ -17,7 +17,7 @@ import click
 from rich.markup import escape
 from rich.tree import Tree
 
-from ledger.chain.assemble import Action, Chain
+from ledger.chain import Action, Chain
 from ledger.cli.common import (
     db_option,
     emit_json,

@@ -13,14 +13,12 @@ inclusive, ``until`` exclusive, either may be open) gathers:
 * runs and their outcomes (from ``reader.runs``), actions per tool, every denial with its
   reason, allowed actions with no recorded result;
 * **non-safe actions that ran without a committed intent** (must be zero): a
-  ``tool_result`` whose call has no *preceding* allowed ``action`` in its run, unless the
-  gate recorded that call as a safe read. A call counts as a safe read when its
-  ``gate_decision`` (same run and call id) has verdict ``allowed`` and is marked safe: label
-  ``safe`` (or ``safe:<policy>``), or a reason starting ``safe tool`` (the reference's
-  wording, which the built-in policies use). A result with no gate
-  decision at all, or whose decision is not marked safe, is a violation: unclassified means
-  non-safe, as in the reference's fail-safe rule. A result without a call id cannot be
-  paired and is counted as a violation too.
+  ``tool_result`` whose call has no *preceding* allowed ``action`` in its run and that the
+  gate did not record as a safe read, as :func:`ledger.chain.parts.unintended_reason`
+  decides (the one rule, which chains apply too: ``ledger chain`` flags the same results).
+  A result with no gate decision at all, or whose decision is not marked safe, is a
+  violation: unclassified means non-safe, as in the reference's fail-safe rule. A result
+  without a call id cannot be paired and is counted as a violation too.
 * calls cut by the window's edges are settled by reading just the runs concerned again: a
   result whose intent (or safe-read decision) was recorded before ``since`` is not a
   violation, and an intent whose result came at or after ``until`` is not "no result";
@@ -41,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
+from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
 from ledger.errors import CorruptRecord
 from ledger.model.event import Event, Kind, Verdict
 from ledger.report.document import ComplianceReport
@@ -74,7 +73,8 @@ class _Pass:
     allowed: dict[tuple[str, str], _Intent] = field(default_factory=dict)
     before: set[tuple[str, str]] = field(default_factory=set)  # committed before the window
     results: set[tuple[str, str]] = field(default_factory=set)
-    safe_calls: set[tuple[str, str]] = field(default_factory=set)
+    marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
+    not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
     orphans: list[Event] = field(default_factory=list)
     action_times: list[datetime] = field(default_factory=list)
     denial_times: list[datetime] = field(default_factory=list)
@@ -99,8 +99,8 @@ class _Pass:
             self._action(e)
         elif e.kind is Kind.TOOL_RESULT:
             self._result(e)
-        elif e.kind is Kind.GATE_DECISION and e.call_id and _marked_safe(e):
-            self.safe_calls.add((e.run_id, e.call_id))
+        elif e.kind is Kind.GATE_DECISION and e.call_id:
+            self.marks.setdefault((e.run_id, e.call_id), decision_mark(e))
 
     def _action(self, e: Event) -> None:
         stats = self.tool(e.tool)
@@ -109,6 +109,7 @@ class _Pass:
             self.action_times.append(e.time)
             self.allowed.setdefault((e.run_id, e.call_id), _Intent(e.tool, e.time, str(e.event_id)))
             return
+        self.not_allowed.add((e.run_id, e.call_id))
         stats.denials += 1
         self.denial_times.append(e.time)
         self.denials.append(
@@ -140,20 +141,21 @@ class _Pass:
         found: list[Finding] = []
         for e in self.orphans:
             key = (e.run_id, e.call_id)
-            if e.call_id and key in self.safe_calls:
-                self.tool(e.tool).safe_reads += 1
-                continue
             if e.call_id and key in self.before:
                 continue  # its intent was committed just before the window: not a violation
-            if not e.call_id:
-                detail = "result has no call id: it cannot be tied to a committed intent"
-            elif key in self.allowed:
-                detail = "the result was recorded before its intent was committed"
+            if e.call_id and key in self.allowed:
+                found.append(_finding(e, "the result was recorded before its intent was committed"))
+                continue
+            why = unintended_reason(
+                call_id=e.call_id,
+                allowed_intent=False,
+                denied_intent=key in self.not_allowed,
+                decision=self.marks.get(key),
+            )
+            if why is None:
+                self.tool(e.tool).safe_reads += 1
             else:
-                detail = (
-                    "no allowed action committed for this call, and the gate did not mark it safe"
-                )
-            found.append(_finding(e, detail))
+                found.append(_finding(e, why))
         return found
 
     def missing(self) -> list[Finding]:
@@ -173,15 +175,17 @@ class _Pass:
         decision) was recorded before ``since``, an intent whose result came at or after
         ``until``. Only the runs concerned are read again."""
         if since is not None:
-            settled = self.safe_calls | self.allowed.keys()
+            settled = self.marks.keys() | self.allowed.keys()
             cut = {e.run_id for e in self.orphans if (e.run_id, e.call_id) not in settled}
             for run in sorted(cut):
                 for e in each_event(reader, self.skipped, run_id=run, until=since):
                     key = (e.run_id, e.call_id)
                     if e.kind is Kind.ACTION and e.verdict is Verdict.ALLOWED:
                         self.before.add(key)
-                    elif e.kind is Kind.GATE_DECISION and _marked_safe(e):
-                        self.safe_calls.add(key)
+                    elif e.kind is Kind.ACTION:
+                        self.not_allowed.add(key)
+                    elif e.kind is Kind.GATE_DECISION and e.call_id:
+                        self.marks.setdefault(key, decision_mark(e))
         if until is not None:
             open_runs = {run for (run, call) in self.allowed if (run, call) not in self.results}
             for run in sorted(open_runs):
@@ -197,14 +201,6 @@ class _Intent(NamedTuple):
     tool: str
     time: datetime
     event_id: str
-
-
-def _marked_safe(e: Event) -> bool:
-    """Did the gate record this call as a safe read? (See the module docstring.)"""
-    if e.verdict is not Verdict.ALLOWED:
-        return False
-    label, reason = e.label.lower(), e.reason.lower()
-    return label == "safe" or label.startswith("safe:") or reason.startswith("safe tool")
 
 
 def _finding(e: Event, detail: str) -> Finding:

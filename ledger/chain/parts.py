@@ -1,0 +1,160 @@
+"""The values a chain is made of, and the one rule for results that ran without intent.
+
+>>> from ledger.model import Event
+>>> decision = Event(kind="gate_decision", call_id="c1", verdict="allowed", label="safe:ro")
+>>> decision_mark(decision)
+<DecisionMark.SAFE: 'safe'>
+>>> unintended_reason(call_id="c1", allowed_intent=False, denied_intent=False, decision=None)
+'no action was committed and the gate recorded no decision for it'
+
+:func:`unintended_reason` is the single place that decides whether a ``tool_result`` had a
+committed intent or was a safe read; :func:`~ledger.chain.assemble.assemble_chain` and the
+compliance report both ask it, so ``ledger chain`` and ``ledger report`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ledger.model.event import Event, Ref, Verdict
+
+__all__ = [
+    "DENIED",
+    "UNINTENDED",
+    "Action",
+    "Anomaly",
+    "AnomalyCode",
+    "DecisionMark",
+    "decision_mark",
+    "unintended_reason",
+]
+
+DENIED = (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
+"""Verdicts under which the tool did not run."""
+
+
+class DecisionMark(StrEnum):
+    """What a call's ``gate_decision`` says about it, as far as intent goes."""
+
+    SAFE = "safe"  # allowed and marked safe: a safe read
+    DENIED = "denied"  # denied or needing an approval nobody gave: the tool did not run
+    NOT_SAFE = "not_safe"  # allowed, but not marked safe: it needs a committed action
+
+
+def decision_mark(decision: Event) -> DecisionMark:
+    """Classify a ``gate_decision``. It marks a safe read when its verdict is ``allowed``
+    and it is marked safe: label ``safe`` or ``safe:<policy>`` (this gate's form), or a
+    reason starting ``safe tool`` (the reference's wording); all case-insensitive."""
+    if decision.verdict in DENIED:
+        return DecisionMark.DENIED
+    label = decision.label.lower()
+    safe = label == "safe" or label.startswith("safe:")
+    if decision.verdict is Verdict.ALLOWED and (
+        safe or decision.reason.lower().startswith("safe tool")
+    ):
+        return DecisionMark.SAFE
+    return DecisionMark.NOT_SAFE
+
+
+def unintended_reason(
+    *, call_id: str, allowed_intent: bool, denied_intent: bool, decision: DecisionMark | None
+) -> str | None:
+    """Why a ``tool_result`` ran without a committed intent, or None when it had one.
+
+    A result is covered when its call has an ``action`` with verdict ``allowed`` (an
+    action recorded without a verdict is not one) or, having no action at
+    all, a first ``gate_decision`` marked :attr:`DecisionMark.SAFE` (a safe read).
+    Anything else is a violation, fail-safe as in the reference (unclassified means
+    non-safe): no call id, only denied actions, a denial, a decision not marked safe, or
+    no decision at all.
+    """
+    if not call_id:
+        return "the result has no call id: it cannot be tied to a committed intent"
+    if allowed_intent:
+        return None
+    if denied_intent:
+        return "its only actions were not allowed (denied, or recorded without a verdict)"
+    if decision is None:
+        return "no action was committed and the gate recorded no decision for it"
+    if decision is DecisionMark.DENIED:
+        return "the gate denied it"
+    if decision is DecisionMark.NOT_SAFE:
+        return "the gate did not mark it safe and no action was committed"
+    return None
+
+
+class AnomalyCode(StrEnum):
+    """The oddities a chain reports instead of hiding."""
+
+    NO_REQUEST = "no_request"
+    MULTIPLE_REQUESTS = "multiple_requests"
+    MIXED_RUNS = "mixed_runs"
+    DENIED_ATTEMPT = "denied_attempt"
+    ACTION_WITHOUT_CALL_ID = "action_without_call_id"
+    DUPLICATE_ACTION = "duplicate_action"
+    ACTION_WITHOUT_RESULT = "action_without_result"
+    DUPLICATE_RESULT = "duplicate_result"
+    RESULT_WITHOUT_CALL_ID = "result_without_call_id"
+    RESULT_BEFORE_INTENT = "result_before_intent"
+    RESULT_WITHOUT_INTENT = "result_without_intent"
+
+
+UNINTENDED = frozenset(
+    (
+        AnomalyCode.RESULT_WITHOUT_INTENT,
+        AnomalyCode.RESULT_WITHOUT_CALL_ID,
+        AnomalyCode.RESULT_BEFORE_INTENT,
+    )
+)
+"""The anomalies of a result that ran without a committed intent (what the compliance
+report counts as ``unsafe_without_intent``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Anomaly:
+    """One oddity in a run, with the events it concerns."""
+
+    code: AnomalyCode
+    detail: str
+    event_ids: tuple[str, ...] = ()
+    call_id: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """One effectful call: its intent (target, verdict, embedded why), its result, and
+    the evidence it rested on. A denied attempt is an action whose outcome is a denial."""
+
+    intent: Event
+    result: Event | None = None
+    evidence: tuple[Ref, ...] = ()
+
+    @property
+    def call_id(self) -> str:
+        return self.intent.call_id
+
+    @property
+    def tool(self) -> str:
+        return self.intent.tool
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.intent.verdict
+
+    @property
+    def denied(self) -> bool:
+        """True when the intent was refused (the tool did not run)."""
+        return self.intent.verdict in (Verdict.DENIED, Verdict.NEEDS_APPROVAL)
+
+    @property
+    def outcome(self) -> str:
+        """``denied``, ``failed`` (the tool raised), ``succeeded`` or ``no_result``."""
+        if self.denied:
+            return "denied"
+        if self.result is None:
+            return "no_result"
+        return "failed" if self.result.err else "succeeded"
