@@ -44,40 +44,29 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ulid import ULID
 
 from ledger.drift import content_hash
+from ledger.gate.checks import not_a_value, not_json, refs_of, unusable_fn
+from ledger.gate.denial import Denied, denied_error, overruled, policy_failed
 from ledger.gate.events import (
     CallState,
+    CancelledBeforeRun,
     action_event,
     args_preview,
     decision_event,
     denial_event,
     describe_attempt,
+    new_call_id,
     redacted_args,
     result_event,
 )
 from ledger.gate.policy import Decision, ToolCall, adecide, decide
+from ledger.gate.recorder import Recorder, executor, in_thread
 from ledger.gate.redact import PREVIEW_LIMIT, NotJSON, bounded, json_value
-from ledger.gate.support import (
-    CancelledBeforeRun,
-    Denied,
-    denied_error,
-    executor,
-    in_thread,
-    new_call_id,
-    not_a_value,
-    not_json,
-    policy_failed,
-    refs_of,
-    unusable_fn,
-)
-from ledger.model.event import Event, Kind, Ref, Verdict
-
-if TYPE_CHECKING:
-    from ledger.gate.gate import Gate
+from ledger.model.event import Event, Ref, Verdict
 
 __all__ = ["CallSteps"]
 
@@ -86,9 +75,9 @@ T = TypeVar("T")
 
 
 class CallSteps:
-    """The call flow, as a base of :class:`~ledger.gate_run.Run` (which owns the state)."""
+    """The call flow, as a base of :class:`~ledger.gate.run.Run` (which owns the state)."""
 
-    gate: Gate
+    recorder: Recorder
     run_id: str
     agent_path: str
     head_recorded: bool
@@ -103,7 +92,7 @@ class CallSteps:
     _request_quote: str
 
     def _write_head(self) -> None:
-        self.head_recorded = self.gate._write([self._head], head=True)
+        self.head_recorded = self.recorder.write([self._head], head=True)
 
     def _ensure_head(self) -> None:
         if not self.head_recorded:
@@ -128,7 +117,7 @@ class CallSteps:
                 self._commit(cs, action)
         except Exception as exc:
             denied = self._as_denied(cs, exc)
-            self.gate._write(denied.events)
+            self.recorder.write(denied.events)
             raise denied_error(cs.tool, denied.reason, cs.call_id) from None
         except BaseException as exc:  # KeyboardInterrupt while an approver waited...
             self._interrupted(cs, exc)
@@ -140,9 +129,9 @@ class CallSteps:
             if problem is not None:  # a coroutine or generator: closed, it never ran
                 raise problem
         except BaseException as exc:
-            self.gate._write(self._outcome(cs, None, exc, start))
+            self.recorder.write(self._outcome(cs, None, exc, start))
             raise
-        self.gate._write(self._outcome(cs, result, None, start))
+        self.recorder.write(self._outcome(cs, result, None, start))
         return result
 
     async def _acall(
@@ -166,7 +155,7 @@ class CallSteps:
                 await self._acommit(cs, action)
         except Exception as exc:
             denied = self._as_denied(cs, exc)
-            await in_thread(self.gate._write, denied.events)
+            await in_thread(self.recorder.write, denied.events)
             raise denied_error(cs.tool, denied.reason, cs.call_id) from None
         except BaseException as exc:  # cancelled: written inline, the task must not await
             self._interrupted(cs, exc)
@@ -182,11 +171,11 @@ class CallSteps:
         except BaseException as exc:
             events = self._outcome(cs, None, exc, start)
             if isinstance(exc, asyncio.CancelledError):
-                self.gate._write(events)  # inline: a cancelled task must not await again
+                self.recorder.write(events)  # inline: a cancelled task must not await again
             else:
-                await in_thread(self.gate._write, events)
+                await in_thread(self.recorder.write, events)
             raise
-        await in_thread(self.gate._write, self._outcome(cs, result, None, start))
+        await in_thread(self.recorder.write, self._outcome(cs, result, None, start))
         return result
 
     # --- steps shared by call and acall ----------------------------------------------
@@ -204,7 +193,7 @@ class CallSteps:
             problem = problem or f"call_id must be a string or None, got {type(call_id).__name__}"
             call_id = None
         if safe is None:
-            safe = not problem and tool in self.gate.safe_tools
+            safe = not problem and tool in self.recorder.safe_tools
         return CallState(
             run_id=self.run_id,
             agent_path=self.agent_path,
@@ -212,7 +201,7 @@ class CallSteps:
             call_id=call_id if call_id else new_call_id(),
             safe=safe,
             request_quote=self._request_quote,
-            redact=self.gate.redact,
+            redact=self.recorder.redact,
             refs=(self._request_ref,),
             preview=bounded(tool),
             problem=problem,
@@ -223,7 +212,7 @@ class CallSteps:
             return
         describe_attempt(cs)
         what = "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
-        self.gate._write([*cs.pending, denial_event(cs, f"{what} before the tool ran")])
+        self.recorder.write([*cs.pending, denial_event(cs, f"{what} before the tool ran")])
 
     def _as_denied(self, cs: CallState, exc: Exception) -> Denied:
         if isinstance(exc, Denied):
@@ -239,7 +228,7 @@ class CallSteps:
         except Exception:  # e.g. unusable evidence: keep the record, drop the refs
             cs.refs = (self._request_ref,)
             denial = denial_event(cs, reason)
-        return Denied(reason, [*(_overruled(e, cs, reason) for e in pending), denial])
+        return Denied(reason, [*(overruled(e, cs.call_id, reason) for e in pending), denial])
 
     def _prepare(
         self, cs: CallState, args: Mapping[str, Any], fn: Callable[..., Any], *, sync: bool
@@ -294,15 +283,15 @@ class CallSteps:
 
     def _decide(self, call: ToolCall) -> Decision:
         try:
-            return decide(self.gate.policy, call)
+            return decide(self.recorder.policy, call)
         except Exception as exc:
-            return policy_failed(exc, self.gate.redact)
+            return policy_failed(exc, self.recorder.redact)
 
     async def _adecide(self, call: ToolCall) -> Decision:
         try:
-            return await adecide(self.gate.policy, call)
+            return await adecide(self.recorder.policy, call)
         except Exception as exc:
-            return policy_failed(exc, self.gate.redact)
+            return policy_failed(exc, self.recorder.redact)
 
     def _judge(self, cs: CallState, decision: Decision, evidence: Iterable[Ref]) -> Event | None:
         """Turn the policy's decision into the gate's: raise ``Denied``, or return the
@@ -328,8 +317,8 @@ class CallSteps:
         if cs.safe:
             cs.pending.append(recorded)
             return None
-        if not self.gate.durable:
-            raise self._deny(cs, self.gate.not_durable, recorded)
+        if not self.recorder.durable:
+            raise self._deny(cs, self.recorder.not_durable, recorded)
         cs.pending.append(recorded)
         return action_event(cs, reason, pid)
 
@@ -346,13 +335,13 @@ class CallSteps:
 
     def _commit(self, cs: CallState, action: Event) -> None:
         try:
-            self.gate._commit(action)
+            self.recorder.commit(action)
         except Exception as exc:
             raise self._commit_failed(cs, exc) from None
         cs.committed = True
 
     async def _acommit(self, cs: CallState, action: Event) -> None:
-        future = executor().submit(self.gate._commit, action)
+        future = executor().submit(self.recorder.commit, action)
         try:
             await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -366,11 +355,11 @@ class CallSteps:
     def _after_cancelled_commit(self, cs: CallState, future: Future[None]) -> None:
         if not future.cancelled() and future.exception() is None:
             note = result_event(cs, None, CancelledBeforeRun(), 0)
-            self.gate._write([*cs.pending, note])
+            self.recorder.write([*cs.pending, note])
         else:
             why = "cancelled before the tool ran"
-            pending = [_overruled(e, cs, why) for e in cs.pending]
-            self.gate._write([*pending, denial_event(cs, why)])
+            pending = [overruled(e, cs.call_id, why) for e in cs.pending]
+            self.recorder.write([*pending, denial_event(cs, why)])
 
     def _commit_failed(self, cs: CallState, exc: Exception) -> Denied:
         detail = bounded(f"{type(exc).__name__}: {exc}", 4 * PREVIEW_LIMIT)
@@ -393,17 +382,3 @@ class CallSteps:
         if event.result is not None:
             self._results[cs.call_id] = (event.event_id, content_hash(event.result))
         return [*cs.pending, event]
-
-
-def _overruled(event: Event, cs: CallState, reason: str) -> Event:
-    """``event``, or, when it is this call's gate decision allowing it, the same decision
-    (same id, so the same place in the chain) turned into the denial it became: the
-    stored decision is the final one, whatever the policy said first."""
-    if not (
-        event.kind is Kind.GATE_DECISION
-        and event.verdict is Verdict.ALLOWED
-        and event.call_id == cs.call_id
-    ):
-        return event
-    why = f"{event.reason}; then denied: {reason}" if event.reason else f"denied: {reason}"
-    return event.replace(verdict=Verdict.DENIED, reason=why)

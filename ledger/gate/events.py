@@ -51,12 +51,14 @@ from ledger.gate.redact import (
     no_redaction,
     to_jsonable,
 )
+from ledger.ids import new_event_id
 from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
 
 log = logging.getLogger("ledger.gate")
 
 __all__ = [
     "CallState",
+    "CancelledBeforeRun",
     "action_event",
     "args_preview",
     "decision_event",
@@ -64,10 +66,24 @@ __all__ = [
     "describe_attempt",
     "dump_json",
     "end_event",
+    "new_call_id",
     "redacted_args",
     "request_event",
     "result_event",
 ]
+
+
+def new_call_id() -> str:
+    """A fresh call id: ``"call_" + ULID``."""
+    return f"call_{new_event_id()}"
+
+
+class CancelledBeforeRun(Exception):
+    """The error a ``tool_result`` records for a call whose action was committed and
+    whose task was cancelled or interrupted before the tool ran."""
+
+    def __str__(self) -> str:
+        return "cancelled after the commit, before the tool ran; the tool did not run"
 
 
 def dump_json(value: Any) -> str:

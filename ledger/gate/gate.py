@@ -1,13 +1,24 @@
 """``Gate``: "no durable record, no action", enforced at the tool boundary.
 
->>> sink = SQLiteSink("ledger.db")
+>>> import pathlib, tempfile
+>>> from ledger.gate.policy import Approver
+>>> from ledger.sinks import SQLiteSink
+>>> sink = SQLiteSink(pathlib.Path(tempfile.mkdtemp()) / "ledger.db")
+>>> ask_human = lambda call: (True, "the notes are mine")
 >>> gate = Gate(sink, policy=Approver(ask_human), safe_tools={"read_file"})
 >>> @gate.tool(safe=True)
-... def read_file(path: str) -> str: ...
+... def read_file(path: str) -> str:
+...     return "buy milk"
+>>> def write_file(path: str, text: str) -> int:
+...     return len(text)
 >>> with gate.run("tidy the notes", agent_path="planner") as run:
 ...     text = read_file(path="notes.txt")                     # finds its run by context
-...     run.call("write_file", {"path": "a", "text": text}, write_file_impl)
->>> print(sink.chain(run.run_id).why(run.last_call_id))     # why was the file written?
+...     run.call("write_file", {"path": "a", "text": text}, write_file)
+8
+>>> why = sink.chain(run.run_id).why(run.last_call_id)     # why was the file written?
+>>> "the notes are mine" in str(why)
+True
+>>> sink.close()
 
 An effectful (non-safe) tool runs only after the policy allowed it and a self-explaining
 ``action`` record was committed by a ``DurableSink``; every denied or blocked attempt is
@@ -87,8 +98,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
 
-from ledger.errors import DuplicateEvent, ToolDenied
-from ledger.gate.events import CallState, denial_event, describe_attempt
+from ledger.errors import ToolDenied
+from ledger.gate.denial import denied_error
+from ledger.gate.events import CallState, denial_event, describe_attempt, new_call_id
 from ledger.gate.policy import (
     AllowAll,
     AllowList,
@@ -98,6 +110,7 @@ from ledger.gate.policy import (
     Policy,
     ToolCall,
 )
+from ledger.gate.recorder import Recorder
 from ledger.gate.redact import (
     REDACTED,
     Redactor,
@@ -106,10 +119,8 @@ from ledger.gate.redact import (
     redact_secrets,
     redact_text,
 )
-from ledger.gate.run import Run, active_runs, content_ref, new_call_id
-from ledger.gate.support import denied_error
+from ledger.gate.run import Run, active_runs, content_ref
 from ledger.ids import new_event_id
-from ledger.model.event import Event
 from ledger.sinks.base import Sink
 
 __all__ = [
@@ -150,55 +161,50 @@ class Gate:
         safe_tools: Iterable[str] = (),
         redact: Redactor = redact_secrets,
     ) -> None:
-        if not hasattr(sink, "record"):
-            raise TypeError(f"sink must have record(event), got {type(sink).__name__}")
-        if policy is not None and not callable(getattr(policy, "decide", None)):
-            raise TypeError(f"policy must have decide(call), got {type(policy).__name__}")
-        if isinstance(safe_tools, str):
-            raise TypeError("safe_tools: give a collection of tool names, not one string")
-        if not callable(redact):
-            raise TypeError(
-                "redact must be a callable value -> value (to turn redaction off, pass "
-                "ledger.no_redaction)"
-            )
-        self.sink = sink
-        self.policy: Policy = policy if policy is not None else DenyNonSafe()
-        self.safe_tools: frozenset[str] = frozenset(safe_tools)
-        self.redact: Redactor = redact
-        # Durable means able to commit: a sink with a callable ``commit_action`` (the one
-        # method of DurableSink the gate uses), whether or not it has every other method.
-        # A sink that writes into its caller's transaction (PostgresSink(connection)) is
-        # durable only once the caller commits, after the tool would already have run.
-        commit = getattr(sink, "commit_action", None)
-        joins = getattr(sink, "joins_caller_transaction", False) is True
-        self._commit_action: Callable[[Event], None] | None = (
-            commit if callable(commit) and not joins else None
-        )
-        self.durable = self._commit_action is not None
-        self.not_durable = (
-            f"ledger not durable: {type(sink).__name__} has no commit_action, and a non-safe "
-            "tool runs only after its action is committed to a DurableSink "
-            "(no record, no action)"
-        )
-        if joins:
-            self.not_durable = (
-                f"ledger not durable: {sink!r} writes into your own transaction, so a record "
-                "is durable only when you commit it, after the tool would have run; give "
-                "the gate PostgresSink.open(dsn) or PostgresSink(engine) (no record, no action)"
-            )
-        self._record_many: Callable[[list[Event]], None] | None = getattr(sink, "record_many", None)
+        self._recorder = Recorder(sink, policy=policy, safe_tools=safe_tools, redact=redact)
+
+    # The settings live in the recorder, which the runs and calls share.
+    @property
+    def sink(self) -> Sink:
+        """The sink every event of this gate goes to."""
+        return self._recorder.sink
+
+    @property
+    def policy(self) -> Policy:
+        """The policy that decides each call."""
+        return self._recorder.policy
+
+    @property
+    def safe_tools(self) -> frozenset[str]:
+        """The names of the tools marked safe at construction."""
+        return self._recorder.safe_tools
+
+    @property
+    def redact(self) -> Redactor:
+        """The redactor applied to everything recorded."""
+        return self._recorder.redact
+
+    @property
+    def durable(self) -> bool:
+        """Whether the sink can commit an action (non-safe calls need it)."""
+        return self._recorder.durable
+
+    @property
+    def not_durable(self) -> str:
+        """The reason non-safe calls are denied when the sink is not durable."""
+        return self._recorder.not_durable
 
     def __repr__(self) -> str:
         return f"Gate({self.sink!r}, policy={self.policy!r}, safe_tools={sorted(self.safe_tools)})"
 
     def run(self, request: str, *, agent_path: str = "", run_id: str | None = None) -> Run:
         """A new run; enter it with ``with`` or ``async with`` to record its request."""
-        return Run(self, request, agent_path=agent_path, run_id=run_id)
+        return Run(self._recorder, request, agent_path=agent_path, run_id=run_id)
 
     def current_run(self) -> Run | None:
         """The innermost run of this gate active in this thread or task, if any."""
         for run in reversed(active_runs()):
-            if run.gate is self:
+            if run.recorder is self._recorder:
                 return run
         return None
 
@@ -214,9 +220,15 @@ class Gate:
     ) -> F | Callable[[F], F]:
         """Wrap a sync or async tool function so each call goes through the gate.
 
+        >>> from ledger.gate.policy import AllowAll
+        >>> from ledger.sinks import DiscardSink
+        >>> gate = Gate(DiscardSink(), policy=AllowAll())
         >>> @gate.tool(name="write_file")
-        ... def write(path: str, text: str) -> int: ...
-        >>> with gate.run("...") : write(path="a.txt", text="hi")   # gated, recorded
+        ... def write(path: str, text: str) -> int:
+        ...     return len(text)
+        >>> write(path="a.txt", text="hi")   # outside a run: denied, as is a non-durable sink
+        Traceback (most recent call last):
+        ledger.errors.ToolDenied: action "write_file" denied: no active run (no record, no action)
 
         The call's arguments (positional ones are bound to their parameter names) are the
         recorded ``args``. Outside a run of this gate the call is denied. ``safe=True``
@@ -275,59 +287,8 @@ class Gate:
             kwargs=args,
         )
         describe_attempt(cs)
-        self._write([denial_event(cs, reason)])
+        self._recorder.write([denial_event(cs, reason)])
         return denied_error(tool, reason, cs.call_id)
-
-    def _commit(self, action: Event) -> None:
-        """Commit ``action`` durably; raises whatever the sink raises."""
-        if self._commit_action is None:
-            raise ToolDenied(self.not_durable, tool=action.tool)
-        self._commit_action(action)
-
-    def _write(self, events: list[Event], *, head: bool = False) -> bool:
-        """Best-effort: store ``events`` (one batch when the sink has ``record_many``).
-        Never raises; returns whether all were stored (a duplicate of the head counts)."""
-        if not events:
-            return True
-        try:
-            if self._record_many is not None and len(events) > 1:
-                self._record_many(events)
-            else:
-                for event in events:
-                    self.sink.record(event)
-            return True
-        except DuplicateEvent:
-            if head:
-                return True
-            ok = len(events) > 1 and self._write_each(events)
-        except Exception as exc:
-            ok = len(events) > 1 and self._write_each(events)
-            if not ok:
-                log.warning(
-                    "ledger: could not record %s for run %s: %s",
-                    "/".join(str(e.kind) for e in events),
-                    events[0].run_id,
-                    exc,
-                )
-        return ok
-
-    def _write_each(self, events: list[Event]) -> bool:
-        ok = True
-        for event in events:
-            try:
-                self.sink.record(event)
-            except DuplicateEvent:
-                pass
-            except Exception as exc:
-                ok = False
-                log.warning(
-                    "ledger: could not record %s %s of run %s: %s",
-                    event.kind,
-                    event.call_id,
-                    event.run_id,
-                    exc,
-                )
-        return ok
 
 
 def _keyword_binder(

@@ -184,6 +184,7 @@ class AllowList:
     """Allow tools by name, and others only when a predicate over their args holds.
 
     >>> AllowList(["search"], when={"write_file": lambda a: a["path"].startswith("out/")})
+    AllowList(['search'], when=['write_file'])
 
     Safe tools are always allowed. A tool in ``when`` is allowed only when its predicate
     returns true, whether or not it is also listed in ``tools`` (so ``AllowList(["w"],
@@ -241,7 +242,10 @@ ApproverCallback: TypeAlias = Callable[[ToolCall], Approval | Awaitable[Approval
 class Approver:
     """A human (or any callback) answers the calls another policy marks ``needs_approval``.
 
-    >>> gate = Gate(sink, policy=Approver(lambda call: (call.tool == "write_file", "ok")))
+    >>> policy = Approver(lambda call: (call.tool == "write_file", "ok"))
+    >>> call = ToolCall(tool="write_file", args={}, call_id="c1", run_id="r1")
+    >>> policy.decide(call).reason
+    "non-safe tool 'write_file' needs approval; approved by approver: ok"
 
     ``callback(call)`` returns ``True``/``False``, ``(bool, reason)`` or a ``Decision``, or
     an awaitable of one (an ``async def`` callback). The recorded decision is the

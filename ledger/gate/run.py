@@ -1,11 +1,25 @@
 """``Run``: one agent run under a gate, and the flow of every tool call in it.
 
+>>> import asyncio, pathlib, tempfile
+>>> from ledger.gate import AllowAll, Gate
+>>> from ledger.sinks import SQLiteSink
+>>> sink = SQLiteSink(pathlib.Path(tempfile.mkdtemp()) / "ledger.db")
+>>> gate = Gate(sink, policy=AllowAll(), safe_tools={"read_file"})
+>>> read_file = lambda path: "buy milk"
+>>> write_file = lambda path, text: len(text)
 >>> with gate.run("tidy the notes", agent_path="planner") as run:
 ...     text = run.call("read_file", {"path": "notes.txt"}, read_file)      # safe
 ...     run.call("write_file", {"path": "out.txt", "text": text}, write_file,
 ...              evidence=[run.ref(run.last_call_id)])
->>> async with gate.run("tidy the notes") as run:
-...     await run.acall("write_file", {"path": "out.txt", "text": "x"}, awrite_file)
+8
+>>> async def awrite_file(path: str, text: str) -> int:
+...     return len(text)
+>>> async def agent() -> int:
+...     async with gate.run("tidy the notes") as run:
+...         return await run.acall("write_file", {"path": "out.txt", "text": "x"}, awrite_file)
+>>> asyncio.run(agent())
+1
+>>> sink.close()
 
 The flow of each call is in :mod:`ledger.gate.call`.
 """
@@ -17,21 +31,18 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import orjson
 from ulid import ULID
 
 from ledger.drift import content_hash
 from ledger.gate.call import CallSteps
-from ledger.gate.events import end_event, request_event, request_ref
+from ledger.gate.events import end_event, new_call_id, request_event, request_ref
+from ledger.gate.recorder import Recorder, in_thread
 from ledger.gate.redact import bounded, no_redaction
-from ledger.gate.support import in_thread, new_call_id
 from ledger.ids import new_event_id
 from ledger.model.event import Event, Kind, Ref, RefSource
-
-if TYPE_CHECKING:
-    from ledger.gate.gate import Gate
 
 __all__ = ["Run", "active_runs", "content_ref", "new_call_id"]  # new_call_id: re-export
 
@@ -57,7 +68,8 @@ def content_ref(source: RefSource | str, id: str, content: str | bytes) -> Ref:
 
 
 class Run(CallSteps):
-    """One run: ``with gate.run(request) as run`` or ``async with``.
+    """One run: ``with gate.run(request) as run`` or ``async with`` (made by
+    :meth:`Gate.run <ledger.gate.gate.Gate.run>`, which passes its :class:`Recorder`).
 
     ``run_id`` (given, or a fresh ULID string), ``request_id`` (the request event's id, as
     a string), ``agent_path`` and ``head_recorded`` (false while the request event could
@@ -66,18 +78,23 @@ class Run(CallSteps):
     """
 
     def __init__(
-        self, gate: Gate, request: str, *, agent_path: str = "", run_id: str | None = None
+        self,
+        recorder: Recorder,
+        request: str,
+        *,
+        agent_path: str = "",
+        run_id: str | None = None,
     ) -> None:
         if not isinstance(request, str):
             raise TypeError(f"request must be a string, got {type(request).__name__}")
-        self.gate = gate
+        self.recorder = recorder
         self.request = request
         self.agent_path = agent_path
         self.run_id = run_id if run_id else str(new_event_id())
         self._head_problem = ""
         try:
             self._head = request_event(
-                run_id=self.run_id, agent_path=agent_path, text=request, redact=gate.redact
+                run_id=self.run_id, agent_path=agent_path, text=request, redact=recorder.redact
             )
         except Exception as exc:  # never write an unredacted request: withhold it
             log.warning("ledger: the request of run %s could not be redacted: %r", run_id, exc)
@@ -158,19 +175,24 @@ class Run(CallSteps):
             self._token = None
         try:
             end = end_event(
-                run_id=self.run_id, agent_path=self.agent_path, exc=exc, redact=self.gate.redact
+                run_id=self.run_id, agent_path=self.agent_path, exc=exc, redact=self.recorder.redact
             )
         except Exception:
             log.exception("ledger: could not build the end event of run %s", self.run_id)
             return
-        self.gate._write([end])
+        self.recorder.write([end])
 
     # --- what the model saw ------------------------------------------------------------
 
     def retrieved(self, refs: Iterable[Ref] | Ref) -> tuple[Ref, ...]:
         """Record one ``retrieved`` event: what was put in front of the model, by ref.
 
-        >>> run.retrieved([content_ref("memory", "m1", text)])
+        >>> from ledger.gate import Gate
+        >>> from ledger.sinks import DiscardSink
+        >>> with Gate(DiscardSink()).run("tidy the notes") as run:
+        ...     refs = run.retrieved([content_ref("memory", "m1", "prefers tabs")])
+        >>> refs[0].id
+        'm1'
 
         Returns the refs (to pass on as ``evidence``). Nothing is recorded for none; one
         ``Ref`` on its own is taken as a list of one.
@@ -179,14 +201,14 @@ class Run(CallSteps):
         """
         event = self._retrieved_event(refs)
         if event is not None:
-            self.gate._write([event])
+            self.recorder.write([event])
         return event.refs if event is not None else ()
 
     async def aretrieved(self, refs: Iterable[Ref] | Ref) -> tuple[Ref, ...]:
         """The async twin of :meth:`retrieved`."""
         event = self._retrieved_event(refs)
         if event is not None:
-            await in_thread(self.gate._write, [event])
+            await in_thread(self.recorder.write, [event])
         return event.refs if event is not None else ()
 
     def _retrieved_event(self, refs: Iterable[Ref] | Ref) -> Event | None:

@@ -1,0 +1,191 @@
+"""``Recorder``: the write and commit core a gate's runs and calls share.
+
+>>> from ledger.gate.policy import AllowAll
+>>> from ledger.sinks import DiscardSink
+>>> rec = Recorder(DiscardSink(), policy=AllowAll())
+>>> rec.durable, rec.write([])
+(False, True)
+
+A :class:`~ledger.gate.gate.Gate` owns one ``Recorder`` and hands it to each of its
+:class:`~ledger.gate.run.Run` objects; the call flow (:mod:`ledger.gate.call`) reaches the
+sink, the policy, the redactor and the safe-tool names only through it. So the modules of
+the gate form a line, ``recorder`` ← ``call`` ← ``run`` ← ``gate``, with no way back.
+
+What it holds and decides:
+
+- **Durable** means able to commit: the sink has a callable ``commit_action`` (the one
+  :class:`~ledger.sinks.DurableSink` method the gate uses) and does not write into its
+  caller's transaction (``PostgresSink(connection)``: a record there is durable only once
+  the caller commits, after the tool would have run). :attr:`not_durable` is the reason
+  a non-safe call is denied otherwise.
+- :meth:`write` is the best-effort path: it never raises an ``Exception`` into the agent
+  (failures are logged on the ``ledger.gate`` logger) and says whether every event was
+  stored; a batch the sink refuses is retried one event at a time, so one bad event
+  does not cost the others. :meth:`store` is the same for one event, telling apart
+  ``"stored"``, ``"duplicate"`` and ``"failed"``.
+- :meth:`commit` is the durable path: it raises whatever the sink raises.
+- The gate's worker threads (:func:`executor`, :func:`in_thread`) keep sink I/O and the
+  redaction of large values off the asyncio event loop. A write handed to them finishes
+  even when the awaiting task is cancelled: a record is never dropped for a cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, TypeVar
+
+from ledger.errors import DuplicateEvent, ToolDenied
+from ledger.gate.policy import DenyNonSafe, Policy
+from ledger.gate.redact import Redactor, redact_secrets
+from ledger.model.event import Event
+from ledger.sinks.base import Sink
+
+__all__ = ["Recorder", "executor", "in_thread"]
+
+log = logging.getLogger("ledger.gate")
+T = TypeVar("T")
+
+
+class Recorder:
+    """The sink, policy, redactor and safe-tool names of one gate, and its writes.
+
+    ``Recorder(sink, *, policy=DenyNonSafe(), safe_tools=(), redact=redact_secrets)``
+    checks its arguments as ``Gate`` documents them (``TypeError`` naming the one that
+    is wrong).
+    """
+
+    __slots__ = (
+        "_commit_action",
+        "_record_many",
+        "durable",
+        "not_durable",
+        "policy",
+        "redact",
+        "safe_tools",
+        "sink",
+    )
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        policy: Policy | None = None,
+        safe_tools: Iterable[str] = (),
+        redact: Redactor = redact_secrets,
+    ) -> None:
+        if not hasattr(sink, "record"):
+            raise TypeError(f"sink must have record(event), got {type(sink).__name__}")
+        if policy is not None and not callable(getattr(policy, "decide", None)):
+            raise TypeError(f"policy must have decide(call), got {type(policy).__name__}")
+        if isinstance(safe_tools, str):
+            raise TypeError("safe_tools: give a collection of tool names, not one string")
+        if not callable(redact):
+            raise TypeError(
+                "redact must be a callable value -> value (to turn redaction off, pass "
+                "ledger.no_redaction)"
+            )
+        self.sink = sink
+        self.policy: Policy = policy if policy is not None else DenyNonSafe()
+        self.safe_tools: frozenset[str] = frozenset(safe_tools)
+        self.redact: Redactor = redact
+        commit = getattr(sink, "commit_action", None)
+        joins = getattr(sink, "joins_caller_transaction", False) is True
+        self._commit_action: Callable[[Event], None] | None = (
+            commit if callable(commit) and not joins else None
+        )
+        self.durable = self._commit_action is not None
+        self.not_durable = (
+            f"ledger not durable: {type(sink).__name__} has no commit_action, and a non-safe "
+            "tool runs only after its action is committed to a DurableSink "
+            "(no record, no action)"
+        )
+        if joins:
+            self.not_durable = (
+                f"ledger not durable: {sink!r} writes into your own transaction, so a record "
+                "is durable only when you commit it, after the tool would have run; give "
+                "the gate PostgresSink.open(dsn) or PostgresSink(engine) (no record, no action)"
+            )
+        self._record_many: Callable[[list[Event]], None] | None = getattr(sink, "record_many", None)
+
+    def __repr__(self) -> str:
+        return f"Recorder({self.sink!r}, policy={self.policy!r})"
+
+    def commit(self, action: Event) -> None:
+        """Commit ``action`` durably; raises whatever the sink raises."""
+        if self._commit_action is None:
+            raise ToolDenied(self.not_durable, tool=action.tool)
+        self._commit_action(action)
+
+    def write(self, events: list[Event], *, head: bool = False) -> bool:
+        """Best-effort: store ``events`` (one batch when the sink has ``record_many``).
+        Never raises an ``Exception``; returns whether all were stored (a duplicate of the
+        run's head, ``head=True``, counts as stored)."""
+        if not events:
+            return True
+        try:
+            if self._record_many is not None and len(events) > 1:
+                self._record_many(events)
+            else:
+                for event in events:
+                    self.sink.record(event)
+            return True
+        except DuplicateEvent:
+            if head:
+                return True
+            ok = len(events) > 1 and self._write_each(events)
+        except Exception as exc:
+            ok = len(events) > 1 and self._write_each(events)
+            if not ok:
+                log.warning(
+                    "ledger: could not record %s for run %s: %s",
+                    "/".join(str(e.kind) for e in events),
+                    events[0].run_id,
+                    exc,
+                )
+        return ok
+
+    def store(self, event: Event) -> Literal["stored", "duplicate", "failed"]:
+        """Best-effort: ``record`` one event and say what happened. A ``"duplicate"``
+        means the sink already holds an event with this id (and kept it)."""
+        try:
+            self.sink.record(event)
+        except DuplicateEvent:
+            return "duplicate"
+        except Exception as exc:
+            log.warning(
+                "ledger: could not record %s %s of run %s: %s",
+                event.kind,
+                event.call_id,
+                event.run_id,
+                exc,
+            )
+            return "failed"
+        return "stored"
+
+    def _write_each(self, events: list[Event]) -> bool:
+        return all([self.store(event) != "failed" for event in events])
+
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def executor() -> ThreadPoolExecutor:
+    """The gate's worker threads for sink I/O from async code (created on first use)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="ledger-gate")
+    return _pool
+
+
+async def in_thread(fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)`` on the gate's worker threads, awaited. Cancelling the awaiting task
+    does not cancel ``fn``: once handed over, it runs to its end (a write is not lost)."""
+    future = asyncio.wrap_future(executor().submit(fn, *args))
+    return await asyncio.shield(future)
