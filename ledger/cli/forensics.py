@@ -17,6 +17,7 @@ import click
 from rich.markup import escape
 from rich.tree import Tree
 
+from ledger.adapters.mcp.definitions import DefinitionResolver
 from ledger.chain import Action, Chain
 from ledger.cli.common import (
     db_option,
@@ -30,7 +31,7 @@ from ledger.cli.common import (
     window_options,
 )
 from ledger.cli.why import json_value, why_dict, why_text
-from ledger.drift import EventResolver, RefCheck, Resolver, chain_refs, verify_refs
+from ledger.drift import RefCheck, Resolver, chain_refs, verify_refs
 from ledger.errors import LedgerError
 from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
 from ledger.report.model import run_dict
@@ -327,7 +328,8 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json
     if (config is None) != (store is None):
         raise click.UsageError("--config and --store go together (typed-ledger refs)")
     with open_db(db) as reader:
-        resolvers: list[Resolver] = [cast(Resolver, EventResolver(reader))]
+        # tool refs: recorded results, and MCP tool definitions (mcp-tool:<server>/<tool>)
+        resolvers: list[Resolver] = [cast(Resolver, DefinitionResolver(reader))]
         if config is not None and store is not None:
             resolvers.append(_ledger_resolver(config, store))
         checks = verify_refs(chain_refs(_chain(reader, run_id)), _Resolvers(resolvers))

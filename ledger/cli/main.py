@@ -33,6 +33,7 @@ import click
 from ledger.cli import db as cli_db
 from ledger.cli import demo as cli_demo
 from ledger.cli import forensics as cli_forensics
+from ledger.cli import mcp as cli_mcp
 from ledger.cli import report as cli_report
 from ledger.cli import typed as cli_typed
 
@@ -141,6 +142,7 @@ cli_forensics.register(cli)
 cli_report.register(cli)
 cli_typed.register(cli)
 cli_db.register(cli)
+cli_mcp.register(cli)
 
 
 def _debugging() -> bool:

@@ -70,7 +70,7 @@ from typing import Any
 import yaml
 
 from ledger.errors import ValidationError
-from ledger.gate.policy import Approval, ApproverCallback, Decision, ToolCall, adecide, decide
+from ledger.gate.policy import Approval, Approver, ApproverCallback, Decision, ToolCall
 from ledger.model.event import Verdict
 
 __all__ = [
@@ -237,10 +237,8 @@ class FilePolicy:
         if first.verdict is not Verdict.NEEDS_APPROVAL:
             return first
         if self.approver is not None:
-            from ledger.gate.policy import Approver
-
-            return await adecide(
-                Approver(self.approver, policy=_Fixed(first), name=self._name), call
+            return await Approver(self.approver, policy=_Fixed(first), name=self._name).adecide(
+                call
             )
         if not self.approval_command:
             return first
@@ -249,11 +247,8 @@ class FilePolicy:
 
     def _ask(self, call: ToolCall) -> Approval | None:
         if self.approver is not None:
-            from ledger.gate.policy import Approver
-
-            return decide(
-                Approver(self.approver, policy=_Fixed(self._first(call)), name=self._name), call
-            )
+            fixed = _Fixed(self._first(call))
+            return Approver(self.approver, policy=fixed, name=self._name).decide(call)
         if self.approval_command:
             return self._run_command(call)
         return None

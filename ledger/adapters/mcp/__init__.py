@@ -1,0 +1,58 @@
+"""The MCP gateway (``agentledger[mcp]``): ``ledger mcp proxy`` in front of any MCP server.
+
+>>> from ledger.adapters.mcp import McpGateway      # doctest: +SKIP
+
+:class:`~ledger.adapters.mcp.gateway.McpGateway` is the gateway;
+:mod:`ledger.adapters.mcp.definitions` records tool definitions as evidence and keeps the
+pins (it does not need the MCP SDK). Names are loaded on first use, so importing this
+package does not import the SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ledger.adapters.mcp.definitions import DefinitionResolver, Pins, PinsError
+    from ledger.adapters.mcp.gateway import (
+        GatewayError,
+        GatewayStopped,
+        McpGateway,
+        proxy_policy,
+        serve_http,
+        serve_stdio,
+    )
+
+__all__ = [
+    "DefinitionResolver",
+    "GatewayError",
+    "GatewayStopped",
+    "McpGateway",
+    "Pins",
+    "PinsError",
+    "proxy_policy",
+    "serve_http",
+    "serve_stdio",
+]
+
+_LAZY = {
+    "DefinitionResolver": "ledger.adapters.mcp.definitions",
+    "Pins": "ledger.adapters.mcp.definitions",
+    "PinsError": "ledger.adapters.mcp.definitions",
+    "GatewayError": "ledger.adapters.mcp.gateway",
+    "GatewayStopped": "ledger.adapters.mcp.gateway",
+    "McpGateway": "ledger.adapters.mcp.gateway",
+    "proxy_policy": "ledger.adapters.mcp.gateway",
+    "serve_http": "ledger.adapters.mcp.gateway",
+    "serve_stdio": "ledger.adapters.mcp.gateway",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ledger.adapters.mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

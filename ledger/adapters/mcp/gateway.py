@@ -1,0 +1,695 @@
+"""The MCP gateway: an MCP server in front of another one, with every tool call gated.
+
+>>> gate = Gate(SQLiteSink("ledger.db"), policy=AllowList(["git_add"]),   # doctest: +SKIP
+...             safe_tools={"git_status", "git_log"})
+>>> downstream = StdioServerParameters(command="uvx", args=["mcp-server-git"])  # doctest: +SKIP
+>>> async with McpGateway(gate, downstream) as gateway:                   # doctest: +SKIP
+...     async with Client(gateway.server) as client:                      # the SDK's own client
+...         await client.call_tool("git_status", {"repo_path": "."})
+
+``ledger mcp proxy`` is this class behind a command line (:func:`serve_stdio`,
+:func:`serve_http`). What it guarantees:
+
+- **Every** ``tools/call`` goes through the gate. A safe tool is forwarded and recorded;
+  any other tool is forwarded only after the policy allowed it and its ``action`` is
+  durably committed. A denial is returned as a ``CallToolResult`` with ``isError: true``
+  and the reason as text (the model can read it); the downstream server never sees the
+  call. Results, structured content and output schemas pass through unchanged.
+- **Unknown tools**: a name the downstream server did not list (or listed twice) is
+  denied and recorded, whatever the policy says.
+- **Tool definitions are evidence** (:mod:`ledger.adapters.mcp.definitions`): each run
+  records the definitions it saw, with their RFC 8785 hashes, and each call cites the
+  definition it was allowed under. The first definition seen of a tool is accepted
+  (trust on first use, kept in the pins file when there is one). When the downstream
+  server later lists a different definition (a "rug pull"), the change is recorded,
+  upstream clients keep being shown the accepted definition, and calls of the tool are
+  denied until the operator accepts the new one (:meth:`McpGateway.accept`, or
+  ``ledger mcp accept --pins FILE TOOL`` while the proxy runs); ``ledger drift RUN``
+  shows the calls made under the old definition as drifted.
+- **Sessions are runs**: a client session (a stdio connection, a handshake-era HTTP
+  session, an in-process legacy connection) is one run, ended when the session ends.
+  A 2026-07-28 request without a session (streamable HTTP, in-process modern mode) is
+  its own exchange and so its own run. The run's ``agent_path`` is the client's name.
+- **Faults**: a downstream server that exits, hangs (``call_timeout``) or answers with
+  something that is not a tool result fails the call with an MCP error, recorded as the
+  call's error; once it has exited, every call is denied with the reason. A ledger that
+  stops accepting writes denies every non-safe call (the gate's rule) while safe calls
+  are still served. Calls in flight when the gateway stops get a ``tool_result`` error
+  ``cancelled`` and their run ends with ``abort`` ("GatewayStopped: ...").
+- **Multi-round-trip results**: an ``InputRequiredResult`` is passed to the client and
+  recorded as the call's error ``input required`` (not as its result); the client's
+  retry is a new call of the run (call id ``mcp:<request id>``) with its own record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ledger.adapters.mcp.definitions import (
+    Pins,
+    definition_event,
+    definition_hash,
+    definition_of,
+    definition_ref,
+)
+from ledger.errors import LedgerError, ToolDenied
+from ledger.gate import AllowList, Decision, Gate, Policy, Run, ToolCall
+from ledger.model.event import Ref, Verdict
+
+__all__ = [
+    "DENIED_PREFIX",
+    "GatewayError",
+    "GatewayStopped",
+    "McpGateway",
+    "proxy_policy",
+    "serve_http",
+    "serve_stdio",
+]
+
+log = logging.getLogger(__name__)
+
+DENIED_PREFIX = "agentledger denied this call: "
+POLICY_ID = "mcp-gateway"
+_Downstream = StdioServerParameters | str | Server[Any] | Client
+
+
+class GatewayError(LedgerError):
+    """The gateway cannot start or serve: the message says why and what to do."""
+
+
+class GatewayStopped(Exception):
+    """Ends the runs that had calls in flight when the gateway stopped (their ``abort``)."""
+
+
+class _InputRequired(Exception):
+    def __init__(self, result: types.InputRequiredResult) -> None:
+        super().__init__("input required: the server asked the client for more input")
+        self.result = result
+
+
+@dataclass(slots=True)
+class _Tool:
+    name: str
+    listed: types.Tool  # as the downstream lists it now
+    definition: dict[str, Any]
+    digest: str
+    state: str = "accepted"  # accepted | pending | duplicate
+    served: types.Tool | None = None  # what upstream clients are shown
+    accepted_digest: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class _Session:
+    run: Run
+    key: object
+    recorded: set[str] = field(default_factory=set)  # definition hashes recorded in the run
+    call_ids: set[str] = field(default_factory=set)
+    inflight: int = 0
+    interrupted: bool = False
+    ended: bool = False
+
+
+def proxy_policy(
+    policy: Policy | None = None, *, allow: Iterable[str] = (), safe: Iterable[str] = ()
+) -> tuple[Policy, frozenset[str]]:
+    """The policy and safe tools of ``ledger mcp proxy``: ``--allow`` tools allowed, the
+    rest decided by ``policy`` (a policy file) or, without one, denied.
+
+    >>> p, safe = proxy_policy(allow=["git_add"], safe=["git_status"])
+    >>> sorted(safe)
+    ['git_status']
+    """
+    allowed = frozenset(allow)
+    safe_tools = frozenset(safe) | frozenset(getattr(policy, "safe_tools", ()))
+    if policy is None:
+        return AllowList(allowed, policy_id="mcp-proxy"), safe_tools
+    if not allowed:
+        return policy, safe_tools
+    return _AllowFirst(allowed, policy), safe_tools
+
+
+class _AllowFirst:
+    """``--allow`` names allowed, every other call decided by the wrapped policy."""
+
+    def __init__(self, allowed: frozenset[str], inner: Policy) -> None:
+        self.allowed, self.inner = allowed, inner
+
+    def decide(self, call: ToolCall) -> Decision:
+        if call.tool in self.allowed:
+            return Decision(Verdict.ALLOWED, f"{call.tool!r} allowed by --allow", "mcp-proxy")
+        return self.inner.decide(call)
+
+    async def adecide(self, call: ToolCall) -> Decision:
+        if call.tool in self.allowed:
+            return self.decide(call)
+        return await _ask(self.inner, call)
+
+
+async def _ask(policy: Policy, call: ToolCall) -> Decision:
+    adecide = getattr(policy, "adecide", None)
+    answer: object = await adecide(call) if adecide is not None else policy.decide(call)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if not isinstance(answer, Decision):
+        raise TypeError(f"policy {type(policy).__name__} returned {type(answer).__name__}")
+    return answer
+
+
+class _GatewayPolicy:
+    """The gateway's own refusals first (unknown tool, changed definition, downstream
+    gone), then the user's policy."""
+
+    def __init__(self, gateway: McpGateway, inner: Policy) -> None:
+        self.gateway, self.inner = gateway, inner
+
+    def _refusal(self, call: ToolCall) -> Decision | None:
+        why = self.gateway._refusal(call.tool)
+        return None if not why else Decision(Verdict.DENIED, why, POLICY_ID)
+
+    def decide(self, call: ToolCall) -> Decision:
+        return self._refusal(call) or self.inner.decide(call)
+
+    async def adecide(self, call: ToolCall) -> Decision:
+        return self._refusal(call) or await _ask(self.inner, call)
+
+
+class McpGateway:
+    """A gated MCP server in front of ``downstream``.
+
+    ``McpGateway(gate, downstream, *, name=None, pins=None, call_timeout=None,
+    list_timeout=30.0)``; use it as ``async with``. ``downstream`` is a
+    ``StdioServerParameters`` (a command), a streamable-HTTP URL, an in-process MCP
+    ``Server``, or an entered ``mcp.Client`` the caller owns. ``gate`` supplies the sink,
+    policy, safe tools and redaction (the gateway puts its own refusals in front of the
+    policy, in a gate of its own; ``gate`` itself is not changed). ``pins`` is a
+    :class:`~ledger.adapters.mcp.definitions.Pins` or a path to a pins file.
+    ``server`` is the upstream MCP server to serve (``serve_stdio``, ``serve_http``,
+    or ``mcp.Client(gateway.server)`` in process).
+    """
+
+    def __init__(
+        self,
+        gate: Gate,
+        downstream: _Downstream,
+        *,
+        name: str | None = None,
+        pins: Pins | str | os.PathLike[str] | None = None,
+        call_timeout: float | None = None,
+        list_timeout: float = 30.0,
+    ) -> None:
+        if not isinstance(gate, Gate):
+            raise TypeError(f"gate must be a ledger Gate, got {type(gate).__name__}")
+        self.user_gate = gate
+        self.gate = Gate(
+            gate.sink,
+            policy=_GatewayPolicy(self, gate.policy),
+            safe_tools=gate.safe_tools,
+            redact=gate.redact,
+        )
+        self._downstream_spec = downstream
+        self.name = name or ""
+        self.pins = pins if isinstance(pins, Pins) else Pins.load(pins)
+        self.call_timeout = call_timeout
+        self.list_timeout = list_timeout
+        self.tools: dict[str, _Tool] = {}
+        self.down_error = ""  # why the downstream server cannot be used, once it cannot
+        self._down: Client | None = None
+        self._stack: AsyncExitStack | None = None
+        self._sessions: dict[object, _Session] = {}
+        self._list_lock = asyncio.Lock()
+        self._fixed_key: object | None = None
+        self._stopping = False
+        self._server: Server[Any] | None = None
+        self.stdio_runs_one_session = False
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> McpGateway:
+        stack = AsyncExitStack()
+        try:
+            spec = self._downstream_spec
+            if isinstance(spec, Client):
+                self._down = spec
+            else:
+                self._down = await stack.enter_async_context(Client(spec))
+            info = self._down.server_info
+            if not self.name:
+                self.name = info.name if info is not None and info.name else "mcp"
+            with anyio.fail_after(self.list_timeout):
+                await self.refresh()
+        except BaseException as exc:
+            await stack.aclose()
+            if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
+                raise GatewayError(
+                    f"could not start the downstream MCP server {_shown(spec)}: {_describe(exc)}"
+                ) from exc
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """End every open run (``abort`` for those with calls in flight) and stop the
+        downstream server (when the gateway started it)."""
+        self._stopping = True
+        for session in list(self._sessions.values()):
+            await self._end(session)
+        self._sessions.clear()
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            with contextlib.suppress(Exception):
+                await stack.aclose()
+
+    # --- the upstream server -----------------------------------------------------------
+
+    @property
+    def server(self) -> Server[Any]:
+        """The upstream MCP server (built once)."""
+        if self._server is None:
+            down = self._down
+            info = down.server_info if down is not None else None
+            self._server = Server(
+                self.name or "mcp",
+                version=(info.version if info is not None else "") or "",
+                instructions=down.instructions if down is not None else None,
+                on_list_tools=self._on_list_tools,
+                on_call_tool=self._on_call_tool,
+            )
+        return self._server
+
+    async def _on_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            changes = await self.refresh()
+        except Exception as exc:
+            log.warning("mcp gateway: could not list the downstream tools: %s", exc)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"the downstream MCP server {self.name} did not list its tools: {_describe(exc)}",
+            ) from None
+        session, _ = await self._session(ctx, create=self._keyed(ctx) is not None)
+        if session is not None:
+            await self._record_definitions(session, [t.name for t in self.tools.values()])
+        elif changes:
+            await self._record_changes_alone(changes)
+        served = [t.served for t in self.tools.values() if t.served is not None]
+        return types.ListToolsResult(tools=served)
+
+    async def _on_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        name = params.name
+        args = dict(params.arguments or {})
+        if name in self.tools and self.tools[name].state == "pending":
+            self._reload_pins(name)
+        session, ephemeral = await self._session(ctx, create=True)
+        assert session is not None
+        call_id = self._call_id(session, ctx)
+        evidence: list[Ref] = []
+        tool = self.tools.get(name)
+        if tool is not None and tool.state != "duplicate":
+            await self._record_definitions(session, [name])
+            evidence.append(definition_ref(self.name, name, tool.digest))
+        outcome: dict[str, Any] = {}
+
+        async def forward(**kwargs: Any) -> Any:
+            result = await self._forward(name, kwargs, params)
+            outcome["result"] = result
+            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        session.inflight += 1
+        try:
+            await session.run.acall(name, args, forward, call_id=call_id, evidence=evidence)
+        except ToolDenied as denied:
+            text = DENIED_PREFIX + denied.reason
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], is_error=True
+            )
+        except _InputRequired as more:
+            return more.result
+        except MCPError:
+            raise
+        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+            session.interrupted = True
+            raise
+        except Exception as exc:
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"the downstream MCP server {self.name} failed on {name!r}: {_describe(exc)}",
+            ) from None
+        finally:
+            session.inflight -= 1
+            if ephemeral:
+                await self._end(session)
+        result = outcome["result"]
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+    async def _forward(
+        self, name: str, args: dict[str, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        down = self._down
+        if down is None:
+            raise GatewayError("the gateway is not started")
+        try:
+            result = await down.session.call_tool(
+                name,
+                args,
+                read_timeout_seconds=self.call_timeout,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                allow_input_required=True,
+            )
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self.down_error = f"the downstream MCP server {self.name} has exited"
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise MCPError(
+                    types.REQUEST_TIMEOUT,
+                    f"the downstream MCP server {self.name} did not answer {name!r} within "
+                    f"{self.call_timeout}s",
+                ) from None
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            self.down_error = f"the downstream MCP server {self.name} has exited"
+            raise MCPError(types.CONNECTION_CLOSED, self.down_error) from None
+        except TimeoutError:
+            raise MCPError(
+                types.REQUEST_TIMEOUT,
+                f"the downstream MCP server {self.name} did not answer {name!r} within "
+                f"{self.call_timeout}s",
+            ) from None
+        if isinstance(result, types.InputRequiredResult):
+            raise _InputRequired(result)
+        if not isinstance(result, types.CallToolResult):
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"the downstream MCP server answered {name!r} with a "
+                f"{type(result).__name__}, not a tool result",
+            )
+        return result
+
+    # --- tools and their definitions ---------------------------------------------------
+
+    async def refresh(self) -> list[_Tool]:
+        """List the downstream tools again; returns the tools whose definition is new or
+        changed (the changed ones are now ``pending``)."""
+        down = self._down
+        if down is None:
+            raise GatewayError("the gateway is not started")
+        async with self._list_lock:
+            listed: list[types.Tool] = []
+            cursor: str | None = None
+            for _ in range(100):
+                page = await down.list_tools(cursor=cursor, cache_mode="bypass")
+                listed.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            return self._update(listed)
+
+    def _update(self, listed: Sequence[types.Tool]) -> list[_Tool]:
+        counts: dict[str, int] = {}
+        for t in listed:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        fresh: dict[str, _Tool] = {}
+        changes: list[_Tool] = []
+        pins_changed = False
+        for t in listed:
+            if t.name in fresh:
+                continue
+            definition = definition_of(t.model_dump(by_alias=True, mode="json", exclude_none=True))
+            entry = _Tool(name=t.name, listed=t, definition=definition, digest="")
+            entry.digest = definition_hash(definition)
+            old = self.tools.get(t.name)
+            if counts[t.name] > 1:
+                log.warning(
+                    "mcp gateway: %s lists tool %r %d times", self.name, t.name, counts[t.name]
+                )
+                entry.state, entry.served = "duplicate", t
+                fresh[t.name] = entry
+                continue
+            accepted = self.pins.accepted.get(t.name)
+            if accepted is None:
+                self.pins.accepted[t.name] = entry.digest
+                pins_changed = True
+                accepted = entry.digest
+                changes.append(entry)
+            if accepted == entry.digest:
+                entry.state, entry.served, entry.accepted_digest = "accepted", t, accepted
+                if self.pins.pending.pop(t.name, None) is not None:
+                    pins_changed = True
+            else:
+                entry.state, entry.accepted_digest = "pending", accepted
+                same = old is not None and old.accepted_digest == accepted
+                entry.served = old.served if same and old is not None else None
+                if self.pins.pending.get(t.name) != entry.digest:
+                    self.pins.pending[t.name] = entry.digest
+                    pins_changed = True
+                if old is None or old.digest != entry.digest:
+                    log.warning(
+                        "mcp gateway: the definition of tool %r changed (%s, accepted %s); "
+                        "its calls are denied until it is accepted",
+                        t.name,
+                        entry.digest,
+                        accepted,
+                    )
+                    changes.append(entry)
+            fresh[t.name] = entry
+        self.tools = fresh
+        if pins_changed:
+            try:
+                self.pins.save()
+            except LedgerError as exc:
+                log.warning("mcp gateway: %s", exc)
+        return changes
+
+    def accept(self, tools: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """Accept the changed definitions of ``tools`` (all pending ones when empty)."""
+        done = self.pins.accept(list(tools))
+        self.pins.save()
+        for name, digest in done:
+            t = self.tools.get(name)
+            if t is not None and t.digest == digest:
+                t.state, t.served, t.accepted_digest = "accepted", t.listed, digest
+        return done
+
+    def _reload_pins(self, name: str) -> None:
+        try:
+            self.pins.reload()
+        except LedgerError as exc:
+            log.warning("mcp gateway: %s", exc)
+            return
+        t = self.tools.get(name)
+        if t is not None and self.pins.accepted.get(name) == t.digest:
+            t.state, t.served, t.accepted_digest = "accepted", t.listed, t.digest
+
+    def _refusal(self, tool: str) -> str:
+        if self.down_error:
+            return self.down_error + "; restart the proxy"
+        t = self.tools.get(tool)
+        if t is None:
+            return (
+                f"unknown tool {tool!r}: the MCP server {self.name} does not list it "
+                "(no record of what it does, no call)"
+            )
+        if t.state == "duplicate":
+            return f"the MCP server {self.name} lists the tool {tool!r} more than once"
+        if t.state == "pending":
+            return (
+                f"the definition of tool {tool!r} changed since it was accepted "
+                f"({t.accepted_digest} -> {t.digest}); accept it with "
+                f"`ledger mcp accept {tool}` (or McpGateway.accept) before calling it"
+            )
+        return ""
+
+    # --- sessions and runs -------------------------------------------------------------
+
+    def _keyed(self, ctx: ServerRequestContext[Any]) -> object | None:
+        if self._fixed_key is not None:
+            return self._fixed_key
+        conn = getattr(ctx.session, "_connection", None)
+        if conn is None or getattr(conn, "protocol_version", "") in MODERN_PROTOCOL_VERSIONS:
+            return None  # a 2026-07-28 exchange: no session, its own run
+        key: object = conn
+        return key
+
+    async def _session(
+        self, ctx: ServerRequestContext[Any], *, create: bool
+    ) -> tuple[_Session | None, bool]:
+        key = self._keyed(ctx)
+        if key is not None and key in self._sessions:
+            return self._sessions[key], False
+        if not create:
+            return None, False
+        agent = _client_name(ctx)
+        request = f"MCP client session of {agent} via ledger mcp proxy ({self.name})"
+        run = self.gate.run(request, agent_path=agent)
+        await run.__aenter__()
+        session = _Session(run=run, key=key)
+        if key is None:
+            return session, True
+        self._sessions[key] = session
+        stack = getattr(key, "exit_stack", None)
+        if isinstance(stack, AsyncExitStack):
+            stack.push_async_callback(self._end, session)
+        return session, False
+
+    async def _end(self, session: _Session) -> None:
+        if session.ended:
+            return
+        session.ended = True
+        if session.key is not None:
+            self._sessions.pop(session.key, None)
+        if session.interrupted or (self._stopping and session.inflight):
+            exc = GatewayStopped(
+                f"the gateway stopped with {max(session.inflight, 1)} call(s) in flight"
+            )
+            await session.run.__aexit__(GatewayStopped, exc, None)
+        else:
+            await session.run.__aexit__(None, None, None)
+
+    def _call_id(self, session: _Session, ctx: ServerRequestContext[Any]) -> str | None:
+        rid = ctx.request_id
+        if rid is None:
+            return None
+        cid = f"mcp:{rid}"
+        if cid in session.call_ids:
+            return None  # a reused request id: the gate mints a fresh call id
+        session.call_ids.add(cid)
+        return cid
+
+    async def _record_definitions(self, session: _Session, names: Iterable[str]) -> None:
+        events = []
+        for name in names:
+            t = self.tools.get(name)
+            if t is None or t.digest in session.recorded:
+                continue
+            session.recorded.add(t.digest)
+            note = ""
+            if t.state == "pending":
+                note = f"changed: not accepted (accepted {t.accepted_digest})"
+            elif t.state == "duplicate":
+                note = "listed more than once"
+            events.append(
+                definition_event(
+                    run_id=session.run.run_id,
+                    agent_path=session.run.agent_path,
+                    server=self.name,
+                    definition=t.definition,
+                    digest=t.digest,
+                    note=note,
+                )
+            )
+        if events:
+            await asyncio.to_thread(self._write, events)
+
+    async def _record_changes_alone(self, changes: list[_Tool]) -> None:
+        """A change seen by a listing outside any session: recorded in a run of its own."""
+        names = ", ".join(t.name for t in changes)
+        async with self.gate.run(
+            f"MCP gateway {self.name}: tool definitions seen ({names})", agent_path="mcp-gateway"
+        ) as run:
+            await self._record_definitions(_Session(run=run, key=None), [t.name for t in changes])
+
+    def _write(self, events: list[Any]) -> None:
+        sink = self.gate.sink
+        for event in events:
+            try:
+                sink.record(event)
+            except Exception as exc:
+                log.warning("mcp gateway: could not record a tool definition: %s", exc)
+
+    # --- serving -----------------------------------------------------------------------
+
+    async def serve_stdio(self) -> None:
+        """Serve the upstream client on this process's stdin/stdout: one session, one run."""
+        from mcp.server.stdio import stdio_server
+
+        self._fixed_key = object()
+        server = self.server
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    async def serve_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+        import uvicorn
+
+        app = self.server.streamable_http_app(host=host)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        await uvicorn.Server(config).serve()
+
+
+def _client_name(ctx: ServerRequestContext[Any]) -> str:
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", "") or ""
+    return name or "mcp-client"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MCPError):
+        return exc.message
+    if isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        return _describe(inner)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _shown(spec: object) -> str:
+    if isinstance(spec, StdioServerParameters):
+        return " ".join([spec.command, *spec.args])
+    if isinstance(spec, str):
+        return spec
+    return type(spec).__name__
+
+
+async def _until_signalled(run: Callable[[], Awaitable[None]]) -> None:
+    """Run ``run`` until it returns or SIGTERM/SIGINT arrives (then it is cancelled)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(run())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+async def serve_stdio(gateway: McpGateway) -> None:
+    """Serve ``gateway`` over stdio until the client leaves or a signal stops it."""
+    async with gateway:
+        await _until_signalled(gateway.serve_stdio)
+
+
+async def serve_http(gateway: McpGateway, host: str, port: int) -> None:
+    """Serve ``gateway`` over streamable HTTP until a signal stops it."""
+    async with gateway:
+        await _until_signalled(lambda: gateway.serve_http(host, port))

@@ -1,0 +1,42 @@
+"""A hand-written JSON-RPC MCP server that misbehaves on purpose: ``tools/call`` answers
+with a result that is not a CallToolResult. Speaks only the 2025-11-25 handshake.
+Run: ``python raw_server.py``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+TOOLS = [{"name": "broken", "description": "Answers garbage", "inputSchema": {"type": "object"}}]
+
+
+def reply(msg_id: object, result: object = None, error: object = None) -> None:
+    out: dict[str, object] = {"jsonrpc": "2.0", "id": msg_id}
+    if error is not None:
+        out["error"] = error
+    else:
+        out["result"] = result
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        reply(
+            msg["id"],
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "0"},
+            },
+        )
+    elif method == "tools/list":
+        reply(msg["id"], {"tools": TOOLS})
+    elif method == "tools/call":
+        reply(msg["id"], {"content": "not a list", "isError": "maybe"})
+    else:
+        reply(msg["id"], error={"code": -32601, "message": f"no method {method}"})
