@@ -236,6 +236,7 @@ class McpGateway:
         self._list_lock = asyncio.Lock()
         self._fixed_key: object | None = None
         self._stopping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._server: Server[Any] | None = None
         self.stdio_runs_one_session = False
 
@@ -271,6 +272,7 @@ class McpGateway:
         """End every open run (``abort`` for those with calls in flight) and stop the
         downstream server (when the gateway started it)."""
         self._stopping = True
+        await self._cancel_inflight()
         for session in list(self._sessions.values()):
             await self._end(session)
         self._sessions.clear()
@@ -278,6 +280,15 @@ class McpGateway:
             stack, self._stack = self._stack, None
             with contextlib.suppress(Exception):
                 await stack.aclose()
+
+    async def _cancel_inflight(self, timeout: float = 10.0) -> None:
+        """Cancel the calls still running (each records ``cancelled``) and let them settle."""
+        me = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not me and not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
 
     # --- the upstream server -----------------------------------------------------------
 
@@ -338,6 +349,9 @@ class McpGateway:
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
         session.inflight += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             await session.run.acall(name, args, forward, call_id=call_id, evidence=evidence)
         except ToolDenied as denied:
@@ -359,6 +373,8 @@ class McpGateway:
             ) from None
         finally:
             session.inflight -= 1
+            if task is not None:
+                self._tasks.discard(task)
             if ephemeral:
                 await self._end(session)
         result = outcome["result"]
