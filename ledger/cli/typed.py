@@ -9,7 +9,6 @@ configuration error at the key its message names (e.g. ``tools.ledger.findings.t
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,6 +88,7 @@ def _locate(root: yaml.Node | None, prefix: tuple[str, ...], message: str) -> tu
 def load_config(path: Path) -> LedgerConfig:
     """Read and parse a typed-ledger config file with line-precise errors."""
     from ledger.typed.config import parse_config
+    from ledger.typed.strictjson import load_yaml_strict
 
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, not a config file")
@@ -100,7 +100,7 @@ def load_config(path: Path) -> LedgerConfig:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = load_yaml_strict(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -267,12 +267,13 @@ def query(
     """Records of one ledger matching --where, as JSON (records and next_cursor)."""
     from ledger.typed.query import query_records
     from ledger.typed.store import ShardStore
+    from ledger.typed.strictjson import loads_strict
 
     parsed = load_config(config)
     parsed[name]  # an unknown ledger is an error, not an empty page
     try:
-        predicates = json.loads(where) if where else None
-    except json.JSONDecodeError as exc:
+        predicates = loads_strict(where) if where else None
+    except ValueError as exc:
         raise QueryError(f"--where is not JSON: {exc}") from None
     shards = ShardStore(store, parsed)
     page = query_records(shards, name, where=predicates, limit=limit, after=after)
@@ -284,11 +285,18 @@ def query(
 @click.argument("sql")
 @click.option("--param", "params", multiple=True, help="A positional ? parameter (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 100000), default=1000, show_default=True)
-def sql(projection: Path, sql: str, params: tuple[str, ...], limit: int) -> None:
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(1, 1 << 30),
+    default=16 * 1024 * 1024,
+    show_default=True,
+    help="Refuse a result larger than this many bytes (any one value: at most 1 MiB).",
+)
+def sql(projection: Path, sql: str, params: tuple[str, ...], limit: int, max_bytes: int) -> None:
     """Run one read-only SELECT over a PROJECTION database; rows as JSON."""
     from ledger.typed.query import query_sql
 
-    emit_json(query_sql(projection, sql, params=params, limit=limit))
+    emit_json(query_sql(projection, sql, params=params, limit=limit, max_bytes=max_bytes))
 
 
 def register(group: click.Group) -> None:

@@ -28,6 +28,7 @@ import yaml
 
 from ledger.errors import ConfigError
 from ledger.typed.schema import check_schema, load_schema_file
+from ledger.typed.strictjson import load_yaml_strict
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -245,7 +246,7 @@ def parse_config(
     text = isinstance(source, str | os.PathLike)
     if isinstance(source, str):
         try:
-            source = yaml.safe_load(source)
+            source = load_yaml_strict(source)
         except yaml.YAMLError as exc:
             raise ConfigError(f"tools.ledger is not valid YAML: {exc}") from None
     if source is None:

@@ -17,10 +17,13 @@ Steps, all before anything is written:
 4. build the new records (one linear parent chain per ledger, starting at the current
    heads; the trusted clock's timestamp) and dry-run the reducers over history plus them.
 
-Only then are the records appended, one shard (or a few, at the segment size) per ledger.
-Should a later ledger's append fail, the shards already written by this call are removed
-again, so a failure leaves the store as it was. The result reports counts, types and per
-request the id, transaction id, operation and status, **never a value**.
+Only then are the records written, one shard (or a few, at the segment size) per ledger,
+all ledgers in **one** store transaction: a failure or a crash (even SIGKILL) at any
+step leaves the store as it was or with every ledger's records, never some of them
+(see :mod:`ledger.typed.filetxn`; a git store pushes every branch in one atomic push).
+
+The result reports counts, types and per request the id, transaction id, operation and
+status, **never a value**.
 
 The ``transactions`` entries have exactly the reference's four keys (``id``,
 ``transaction_id``, ``operation``, ``validated``), one per request, whether it was
@@ -28,36 +31,31 @@ persisted now or found already present (the counts say how many of each); raw le
 report counts only, as upstream. A
 vote for a missing note raises :class:`InvalidVoteError` whose ``result`` is the
 reference's audit object ``{requested, persisted: 0, rejected: 1, invalid_vote_requests: 1}``.
-Concurrent ``persist`` calls on one store are serialized by an advisory lock on the store's
-root directory (:func:`store_lock`, POSIX ``flock``; threads and processes alike), so a
-retried artifact racing its first attempt is reconciled, never appended twice.
+Concurrent ``persist`` calls on one store are serialized by the store's lock (a folder
+store: an advisory ``flock`` on its root; threads and processes alike), so a retried
+artifact racing its first attempt is reconciled, never appended twice. A git store
+re-plans on the fresher history when another writer pushed first.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import ModuleType
 from typing import Any
 
 from ledger.errors import LedgerError, PersistError
 from ledger.typed.config import LedgerConfig, LedgerDef
+from ledger.typed.layout import LedgerChange, StoreError
+from ledger.typed.reconstruct import Reconstruction
 from ledger.typed.records import Record, canonical_json, format_timestamp, new_record_id
 from ledger.typed.reducers.simple import replay
-from ledger.typed.store import Reconstruction, ShardStore
+from ledger.typed.shard_writer import new_shards
+from ledger.typed.storage import LedgerStore
 from ledger.typed.transactions import Append, validate_artifact
 
-__all__ = ["InvalidVoteError", "persist", "store_lock"]
-
-fcntl: ModuleType | None
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
+__all__ = ["InvalidVoteError", "persist"]
 
 log = logging.getLogger(__name__)
 MAX_HEADS = 64
@@ -82,7 +80,7 @@ class _Plan:
 
 def persist(
     config: LedgerConfig,
-    store: ShardStore,
+    store: LedgerStore,
     artifact: Mapping[str, Any],
     *,
     now: datetime | str | None = None,
@@ -90,16 +88,32 @@ def persist(
     """Validate, reconcile, dry-run and append ``artifact``; the result object, or raise.
 
     Raises :class:`~ledger.errors.PersistError` (nothing written) when any check fails.
+    The records of every ledger are written in one all-or-nothing store transaction.
     """
     appends = validate_artifact(config, artifact)
     transaction_id: str = artifact["transaction_id"]
     timestamp = _timestamp(now)
-    with store_lock(store):
+    groups = _group(appends)
+
+    def plan() -> tuple[dict[str, LedgerChange], list[_Plan]]:
         plans = [
             _prepare(store, config[name], group, timestamp)
-            for name, group in sorted(_group(appends).items())
+            for name, group in sorted(groups.items())
         ]
-        _write(store, plans)
+        changes: dict[str, LedgerChange] = {}
+        for p in plans:
+            if p.records:
+                try:
+                    change, _ = new_shards(p.records, store.segment_bytes(p.ledger.name))
+                except LedgerError as exc:
+                    raise PersistError(f"Ledger records are not durable: {exc}") from None
+                changes[p.ledger.name] = change
+        return changes, plans
+
+    try:
+        plans = store.run_transaction(plan)
+    except (StoreError, OSError) as exc:
+        raise PersistError(f"Ledger records are not durable: {exc}") from None
     ledgers = {plan.ledger.name: _report(plan, transaction_id) for plan in plans}
     log.info(
         "persisted transaction %s: %s",
@@ -107,21 +121,6 @@ def persist(
         {name: entry["persisted"] for name, entry in ledgers.items()},
     )
     return {"version": 1, "ledgers": ledgers}
-
-
-@contextmanager
-def store_lock(store: ShardStore) -> Iterator[None]:
-    """Hold the store's exclusive advisory lock (a no-op where ``fcntl`` is missing)."""
-    store.root.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(store.root, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _timestamp(now: datetime | str | None) -> str:
@@ -138,7 +137,7 @@ def _group(appends: Sequence[Append]) -> dict[str, list[Append]]:
     return groups
 
 
-def _prepare(store: ShardStore, ledger: LedgerDef, appends: list[Append], timestamp: str) -> _Plan:
+def _prepare(store: LedgerStore, ledger: LedgerDef, appends: list[Append], timestamp: str) -> _Plan:
     history = store.read(ledger.name)
     if history.diagnostics:
         raise PersistError(
@@ -217,26 +216,6 @@ def _dry_run(plan: _Plan, history: Reconstruction) -> None:
         raise PersistError(
             f"Ledger {ledger.name!r} would not replay with the new records: {message}"
         ) from None
-
-
-def _write(store: ShardStore, plans: Sequence[_Plan]) -> None:
-    written: list[tuple[str, list[Record]]] = []
-    try:
-        for plan in plans:
-            if plan.records:
-                name = plan.ledger.name
-                located = store.append_records(name, plan.records)
-                written.append((name, located))
-    except (LedgerError, OSError) as exc:
-        _roll_back(store, written)
-        raise PersistError(f"Ledger records are not durable: {exc}") from None
-
-
-def _roll_back(store: ShardStore, written: Sequence[tuple[str, list[Record]]]) -> None:
-    for name, records in written:
-        for shard in {record.shard for record in records if record.shard}:
-            (store.shard_dir(name) / shard).unlink(missing_ok=True)
-            log.warning("rolled back shard %s of ledger %s after a failed persist", shard, name)
 
 
 def _report(plan: _Plan, transaction_id: str) -> dict[str, Any]:

@@ -37,9 +37,10 @@ from typing import Any, Final
 from ledger.errors import LedgerError, ReplayError
 from ledger.fsync import fsync_path
 from ledger.typed.config import KEY_RE, LedgerConfig, LedgerDef
+from ledger.typed.reconstruct import Diagnostic, Reconstruction
 from ledger.typed.records import MAX_SAFE_INTEGER, canonical_json
 from ledger.typed.reducers.simple import ReplayResult, TableSpec, replay
-from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
+from ledger.typed.storage import LedgerStore
 
 __all__ = ["ProjectionFailed", "build_projection", "project_ledger", "validate_replay_output"]
 
@@ -122,7 +123,11 @@ class ProjectionFailed(ReplayError):
 
 
 def build_projection(
-    config: LedgerConfig, store: ShardStore, out_dir: str | os.PathLike[str], *, strict: bool = True
+    config: LedgerConfig,
+    store: LedgerStore,
+    out_dir: str | os.PathLike[str],
+    *,
+    strict: bool = True,
 ) -> dict[str, Path]:
     """Project every configured ledger; return ``{name: <out_dir>/<name>/ledger.db}``.
 
@@ -143,7 +148,7 @@ def build_projection(
 
 
 def project_ledger(
-    ledger: LedgerDef, store: ShardStore, out_dir: str | os.PathLike[str], *, strict: bool = True
+    ledger: LedgerDef, store: LedgerStore, out_dir: str | os.PathLike[str], *, strict: bool = True
 ) -> Path:
     """Project one ledger to ``<out_dir>/<name>/ledger.db``; raises :class:`ReplayError`."""
     target = Path(out_dir) / ledger.name / "ledger.db"

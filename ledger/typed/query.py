@@ -15,8 +15,14 @@ reference's query API it reads what it can and skips malformed lines.
 connection (``mode=ro``) whose SQLite authorizer denies everything but reading: no
 writes, no ``ATTACH``, no ``PRAGMA`` at all (not even the table-valued
 ``pragma_table_info``, which registers a virtual table; read ``sqlite_schema`` instead),
-no extension loading, no transactions. Rows are capped by ``limit`` and time by
-``timeout`` seconds (a progress handler interrupts the statement).
+no extension loading, no transactions. Rows are capped by ``limit``, time by ``timeout``
+seconds (a progress handler interrupts the statement), and memory by two byte caps: no
+value SQLite computes or returns may exceed ``max_value_bytes`` (default 1 MiB; SQLite's
+own length limit, so ``zeroblob(16000000)`` fails inside SQLite before it is allocated),
+and the rows returned may not exceed ``max_bytes`` in total (default 16 MiB: the UTF-8
+length of every text, the length of every blob, 8 bytes for any other cell). Going past
+either cap is a :class:`~ledger.errors.QueryError` that names the cap; nothing is
+truncated silently. The ``ledger_query`` tool caps its SQL answers at 1 MiB.
 
 Everything read from a ledger is untrusted data written by agents. :class:`LedgerQueryTool`
 answers the ``ledger_query`` tool with an envelope that says so.
@@ -36,7 +42,7 @@ from typing import Any
 from ledger.errors import ConfigError, QueryError
 from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.records import Record, canonical_json
-from ledger.typed.store import ShardStore
+from ledger.typed.storage import LedgerStore
 
 __all__ = [
     "UNTRUSTED_NOTICE",
@@ -56,6 +62,10 @@ MAX_PREDICATES = 8
 MAX_IN = 32
 MAX_PREDICATE_BYTES = 1024
 MAX_SQL_CHARS = 65536
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+MAX_VALUE_BYTES = 1024 * 1024
+TOOL_RESULT_BYTES = 1024 * 1024
+_CELL_BYTES = 8
 _PATH = re.compile(r"payload\.[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*){0,7}", re.ASCII)
 _CURSOR = re.compile(r"sha256:[0-9a-f]{64}")
 _ORDERED = ("gt", "gte", "lt", "lte")
@@ -79,7 +89,7 @@ class _Predicate:
 
 
 def query_records(
-    store: ShardStore,
+    store: LedgerStore,
     ledger: str | LedgerDef,
     *,
     where: Mapping[str, Any] | None = None,
@@ -221,6 +231,8 @@ def query_sql(
     params: Sequence[Any] | Mapping[str, Any] = (),
     limit: int = 1000,
     timeout: float = 5.0,
+    max_bytes: int = MAX_RESULT_BYTES,
+    max_value_bytes: int = MAX_VALUE_BYTES,
 ) -> list[dict[str, Any]]:
     """Run one read-only ``SELECT``; at most ``limit`` rows as ``{column: value}`` dicts.
 
@@ -228,8 +240,19 @@ def query_sql(
 
         query_sql(path, "SELECT key FROM state WHERE key > ?", params=("a",), limit=10)
         # [{'key': 'b'}]
+
+    Raises :class:`~ledger.errors.QueryError` when the rows would exceed ``max_bytes``
+    or any value ``max_value_bytes``.
     """
-    rows, _ = _run_sql(projection_path, sql, params=params, limit=limit, timeout=timeout)
+    rows, _ = _run_sql(
+        projection_path,
+        sql,
+        params=params,
+        limit=limit,
+        timeout=timeout,
+        max_bytes=max_bytes,
+        max_value_bytes=max_value_bytes,
+    )
     return rows
 
 
@@ -240,6 +263,8 @@ def _run_sql(
     params: Sequence[Any] | Mapping[str, Any],
     limit: int,
     timeout: float,
+    max_bytes: int = MAX_RESULT_BYTES,
+    max_value_bytes: int = MAX_VALUE_BYTES,
 ) -> tuple[list[dict[str, Any]], bool]:
     if not isinstance(sql, str) or not sql.strip() or len(sql) > MAX_SQL_CHARS:
         raise QueryError(f"sql must be one non-empty SELECT of at most {MAX_SQL_CHARS} chars")
@@ -252,7 +277,10 @@ def _run_sql(
         )
     if type(limit) is not int or not 1 <= limit <= 100_000:
         raise QueryError("limit must be an integer from 1 to 100000")
-    conn = _open_read_only(Path(projection_path))
+    for name, cap in (("max_bytes", max_bytes), ("max_value_bytes", max_value_bytes)):
+        if type(cap) is not int or not 1 <= cap <= 1 << 30:
+            raise QueryError(f"{name} must be an integer from 1 to {1 << 30}")
+    conn = _open_read_only(Path(projection_path), max_value_bytes)
     try:
         deadline = time.monotonic() + timeout
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
@@ -264,17 +292,57 @@ def _run_sql(
         if cursor.description is None:
             raise QueryError("only SELECT statements are allowed")
         names = [col[0] for col in cursor.description]
-        fetched = cursor.fetchmany(limit + 1)
+        fetched = _fetch(cursor, limit + 1, max_bytes, max_value_bytes)
     except sqlite3.Error as exc:
-        raise QueryError(_sql_message(exc, timeout)) from None
+        raise QueryError(_sql_message(exc, timeout, max_value_bytes)) from None
     finally:
         conn.close()
     rows = [dict(zip(names, row, strict=True)) for row in fetched[:limit]]
     return rows, len(fetched) > limit
 
 
-def _sql_message(exc: sqlite3.Error, timeout: float) -> str:
+def _fetch(
+    cursor: sqlite3.Cursor, count: int, max_bytes: int, max_value_bytes: int
+) -> list[tuple[Any, ...]]:
+    """Up to ``count`` rows, one at a time, refusing past either byte cap."""
+    rows: list[tuple[Any, ...]] = []
+    total = 0
+    while len(rows) < count:
+        row = cursor.fetchone()
+        if row is None:
+            break
+        for value in row:
+            size = _size(value)
+            if size > max_value_bytes:
+                raise QueryError(
+                    f"a value in the result is {size} bytes, over the cap of "
+                    f"{max_value_bytes} bytes per value; select substr(...) or length(...)"
+                )
+            total += size
+        if total > max_bytes:
+            raise QueryError(
+                f"the query result exceeds the cap of {max_bytes} bytes after {len(rows)} "
+                "row(s); select fewer columns or rows (add LIMIT, or page with WHERE)"
+            )
+        rows.append(row)
+    return rows
+
+
+def _size(value: object) -> int:
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bytes):
+        return len(value)
+    return _CELL_BYTES
+
+
+def _sql_message(exc: sqlite3.Error, timeout: float, max_value_bytes: int) -> str:
     text = str(exc)
+    if "too big" in text:
+        return (
+            f"query refused: a value would exceed the cap of {max_value_bytes} bytes per "
+            f"value ({text})"
+        )
     if "interrupted" in text:
         return f"query exceeded the time limit of {timeout:g} s; narrow it or add LIMIT"
     if "not authorized" in text or "prohibited" in text or "authorization denied" in text:
@@ -282,7 +350,7 @@ def _sql_message(exc: sqlite3.Error, timeout: float) -> str:
     return f"query failed: {text}"
 
 
-def _open_read_only(path: Path) -> sqlite3.Connection:
+def _open_read_only(path: Path, max_value_bytes: int = MAX_VALUE_BYTES) -> sqlite3.Connection:
     if not path.is_file():
         raise QueryError(f"projection {path.name!r} does not exist; build the projection first")
     uri = path.resolve().as_uri() + "?mode=ro"
@@ -292,7 +360,7 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
         raise QueryError(f"cannot open projection {path.name!r}: {exc}") from None
     conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
     conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_CHARS * 4)
-    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 * 1024 * 1024)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
     return conn
 
 
@@ -315,15 +383,17 @@ class LedgerQueryTool:
     def __init__(
         self,
         config: LedgerConfig,
-        store: ShardStore,
+        store: LedgerStore,
         *,
         projections: Mapping[str, str | Path] | None = None,
         sql_row_limit: int = 200,
+        sql_max_bytes: int = TOOL_RESULT_BYTES,
     ) -> None:
         self._names = tuple(d.name for d in config.ledgers)
         self._store = store
         self._projections = {k: Path(v) for k, v in (projections or {}).items()}
         self._sql_row_limit = sql_row_limit
+        self._sql_max_bytes = sql_max_bytes
 
     def __call__(self, **arguments: Any) -> dict[str, Any]:
         """Run one query; ``{"success": False, "error": ...}`` when it is refused."""
@@ -365,7 +435,14 @@ class LedgerQueryTool:
         if type(limit) is not int or limit < 1:
             raise QueryError("limit must be a positive integer")
         limit = min(limit, self._sql_row_limit)  # the tool's cap; "truncated" says when it bit
-        rows, truncated = _run_sql(path, arguments["sql"], params=(), limit=limit, timeout=5.0)
+        rows, truncated = _run_sql(
+            path,
+            arguments["sql"],
+            params=(),
+            limit=limit,
+            timeout=5.0,
+            max_bytes=self._sql_max_bytes,
+        )
         return {"rows": [_plain(row) for row in rows], "truncated": truncated}
 
 

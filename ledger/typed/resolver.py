@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable
 from ledger.model.event import Ref, RefSource
 from ledger.typed.config import LedgerConfig
 from ledger.typed.records import Record
-from ledger.typed.store import ShardStore
+from ledger.typed.storage import LedgerStore
 
 __all__ = ["LedgerResolver", "record_ref"]
 
@@ -51,7 +51,7 @@ class LedgerResolver:
 
     def __init__(
         self,
-        store: ShardStore,
+        store: LedgerStore,
         config_or_names: LedgerConfig | Iterable[str] | str | None = None,
     ) -> None:
         self._store = store
@@ -88,8 +88,7 @@ class LedgerResolver:
         """The shard file names of every ledger: they change whenever records are added."""
         layout = []
         for name in self._names:
-            directory = self._store.shard_dir(name)
-            files = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+            files = sorted(entry.file for entry in self._store.entries(name))
             layout.append((name, *files))
         return tuple(layout)
 

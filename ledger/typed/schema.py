@@ -24,6 +24,7 @@ from typing import Any, Final
 import jsonschema_rs
 
 from ledger.errors import CanonicalizationError, ConfigError
+from ledger.typed.strictjson import DuplicateKeyError, loads_strict
 
 __all__ = [
     "MAX_SCHEMA_BYTES",
@@ -100,7 +101,9 @@ def load_schema_file(path: str, base: Path, where: str) -> object:
             f"{where} {path!r} must be a regular file no larger than {MAX_SCHEMA_BYTES} bytes"
         )
     try:
-        loaded = json.loads(target.read_text(encoding="utf-8"))
+        loaded = loads_strict(target.read_text(encoding="utf-8"))
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{where} {path!r}: {exc}") from None
     except (ValueError, OSError):
         loaded = None
     if not isinstance(loaded, dict):

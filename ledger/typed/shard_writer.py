@@ -1,19 +1,19 @@
-"""Writing shard files: segment splitting and fsynced temporary files.
+"""Turning new records into shard files: segment splitting and file naming.
 
-Used by :class:`ledger.typed.store.ShardStore`; a shard is written to a temporary file in
-its final directory, fsynced, then renamed into place by the store.
+Used by every store: the records of one append become one shard file (or a few, rolled
+at the segment size), each named ``<uuid4>.jsonl``, as a :class:`LedgerChange`.
 """
 
 from __future__ import annotations
 
-import os
+import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 from ledger.errors import RecordError
+from ledger.typed.layout import LedgerChange, render_shard
 from ledger.typed.records import Record
 
-__all__ = ["split_segments", "write_temp_shard"]
+__all__ = ["new_shards", "split_segments"]
 
 
 def split_segments(records: Sequence[Record], limit: int) -> list[list[Record]]:
@@ -35,18 +35,14 @@ def split_segments(records: Sequence[Record], limit: int) -> list[list[Record]]:
     return shards
 
 
-def write_temp_shard(temp: Path, file_name: str, records: Sequence[Record]) -> list[Record]:
-    """Write and fsync ``temp``; return the records located in ``file_name``."""
+def new_shards(records: Sequence[Record], limit: int) -> tuple[LedgerChange, list[Record]]:
+    """The change adding ``records`` as new shard files, and the records located in them."""
+    add: dict[str, bytes] = {}
     located: list[Record] = []
-    offset = 0
-    chunks: list[bytes] = []
-    for line_no, record in enumerate(records, start=1):
-        data = (record.to_line() + "\n").encode("utf-8", "surrogatepass")
-        chunks.append(data)
-        located.append(record.located(file_name, offset, line_no))
-        offset += len(data)
-    with open(temp, "xb") as handle:
-        handle.write(b"".join(chunks))
-        handle.flush()
-        os.fsync(handle.fileno())
-    return located
+    if records:
+        for group in split_segments(records, limit):
+            file_name = f"{uuid.uuid4()}.jsonl"
+            data, placed = render_shard(file_name, group)
+            add[file_name] = data
+            located.extend(placed)
+    return LedgerChange(add=add, records=len(records)), located

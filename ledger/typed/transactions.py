@@ -37,6 +37,7 @@ from ledger.typed.limits import RESERVED_FIELDS, check_shape, stringify_bytes
 from ledger.typed.records import final_id
 from ledger.typed.reducers.simple import validate_operation
 from ledger.typed.schema import compile_schema, first_error
+from ledger.typed.strictjson import loads_strict
 
 __all__ = [
     "Append",
@@ -368,7 +369,7 @@ def read_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise PersistError(f"{failed}: not a regular file of at most 12 MiB")
         data = handle.read(MAX_ARTIFACT_BYTES + 1)
     try:
-        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        value = loads_strict(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise PersistError(f"{failed}: invalid JSON ({exc})") from None
     if not isinstance(value, dict):

@@ -368,7 +368,9 @@ def test_reading_reports_every_diagnostic(tmp_path: Path) -> None:
 def test_duplicate_line_in_one_shard(tmp_path: Path) -> None:
     write_shard(tmp_path, "log", [R1_LINE, R1_LINE])
     reconstruction = ShardStore(tmp_path).read("log")
-    assert [d.code for d in reconstruction.diagnostics] == ["duplicate-id"]
+    # faithful on read (issue 16 item 7): deduplicated as the reference does, kept as a warning
+    assert reconstruction.diagnostics == ()
+    assert [d.code for d in reconstruction.warnings] == ["duplicate-id"]
     assert len(reconstruction.records) == 1
 
 

@@ -81,32 +81,22 @@ def test_notes_envelope_ids_are_deterministic(tmp_path: Path) -> None:
     assert vote.payload["note_id"] == final_id("12345:1", 0)
 
 
-class FlakyStore(ShardStore):
-    """Fails the first ``failures`` appends, as a full disk would."""
-
-    def __init__(self, root: Path, failures: int) -> None:
-        super().__init__(root)
-        self.failures = failures
-
-    def append_records(self, name: str, records: Sequence[Record], **kw: Any) -> list[Record]:
-        if self.failures:
-            self.failures -= 1
-            raise OSError(28, "No space left on device")
-        return super().append_records(name, records, **kw)
-
-
 def test_notes_counts_after_a_failed_then_retried_persist(tmp_path: Path) -> None:
     config = parse_config({"knowledge": {"type": "notes"}})
-    store = FlakyStore(tmp_path, failures=1)
+    store = ShardStore(tmp_path)
+    blocker = tmp_path / "ledgers" / "knowledge"  # a file where the ledger's folder goes
+    blocker.parent.mkdir()
+    blocker.write_text("in the way")
     requests = [
         {**NOTE, "temp_id": "n"},
         {"operation": "vote", "note_id": "#n", "vote": "up", "reason": "Verified"},
         {"operation": "vote", "note_id": "#n", "vote": "down"},
     ]
     artifact = normalize_appends(config, requests, "12345:1")
-    with pytest.raises(PersistError, match="not durable"):
+    with pytest.raises(PersistError, match=r"not durable.*ledgers/knowledge is not a folder"):
         persist(config, store, artifact, now=NOW)
-    assert snapshot(tmp_path) == {}
+    assert snapshot(tmp_path) == {"ledgers/knowledge": b"in the way"}
+    blocker.unlink()
     entry = persist(config, store, artifact, now=NOW)["ledgers"]["knowledge"]
     counts = {k: entry[k] for k in ("persisted", "notes_added", "note_votes_added")}
     assert counts == {"persisted": 3, "notes_added": 1, "note_votes_added": 2}
@@ -168,25 +158,25 @@ def test_dry_run_failure_writes_nothing_in_any_ledger(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == {}
 
 
-def test_failed_second_ledger_rolls_back_the_first(tmp_path: Path) -> None:
+def test_failed_second_ledger_leaves_the_first_untouched(tmp_path: Path) -> None:
     config = parse_config({"a": {"type": "log"}, "b": {"type": "log"}})
-    store = ShardStore(tmp_path)
+    root = tmp_path / "store"
+    store = ShardStore(root)
     run(config, store, [{"ledger": "a", "operation": "append", "value": 0}], tx="seed:1")
-    before = snapshot(tmp_path)
-
-    class SecondFails(ShardStore):
-        def append_records(self, name: str, records: Sequence[Record], **kw: Any) -> list[Record]:
-            if name == "b":
-                raise OSError(5, "I/O error")
-            return super().append_records(name, records, **kw)
-
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "ledgers" / "b").mkdir()
+    (root / "ledgers" / "b" / "ledger").symlink_to(outside)  # a link out of the store
+    before = snapshot(root)
     requests = [
         {"ledger": "a", "operation": "append", "value": 1},
         {"ledger": "b", "operation": "append", "value": 2},
     ]
-    with pytest.raises(PersistError, match="not durable"):
-        run(config, SecondFails(tmp_path), requests)
-    assert snapshot(tmp_path) == before
+    with pytest.raises(PersistError, match=r"not durable.*ledgers/b/ledger is a symbolic link"):
+        run(config, store, requests)
+    assert snapshot(root) == before
+    assert list(outside.iterdir()) == []
+    assert [r.payload["value"] for r in store.read("a").records] == [0]
 
 
 def test_damaged_history_blocks_persistence(tmp_path: Path) -> None:

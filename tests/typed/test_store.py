@@ -111,11 +111,12 @@ def test_duplicates_dedupe_across_shards_and_flag_conflicts(tmp_path: Path) -> N
     assert len(store.read("d").records) == 2
 
 
-def test_same_record_twice_in_one_shard_is_duplicate_id(tmp_path: Path) -> None:
+def test_same_record_twice_in_one_shard_is_a_duplicate_id_warning(tmp_path: Path) -> None:
     store = ShardStore(tmp_path)
     rec = Record.new(id=final_id("t", 0), timestamp=TS, parents=(), payload=1)
     write_shard(store, "d", (rec.to_line() + "\n") * 2)
-    assert codes(store, "d") == ["duplicate-id"]
+    assert codes(store, "d") == []  # the reference dedupes silently (faithful on read)
+    assert [w.code for w in store.read("d").warnings] == ["duplicate-id"]
 
 
 def test_missing_parent_and_cycle(tmp_path: Path) -> None:

@@ -29,15 +29,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError, ValidationError
-from ledger.fsync import fsync_path
 from ledger.typed.compaction.plan import (
     PLAN_VERSION,
     RejectedPlanError,
@@ -53,11 +50,11 @@ from ledger.typed.compaction.segments import (
     load_segments,
 )
 from ledger.typed.config import LedgerConfig, LedgerDef
+from ledger.typed.layout import LedgerChange
 from ledger.typed.order import replay_order
-from ledger.typed.persist import store_lock
 from ledger.typed.records import Record, canonical_json, format_timestamp, sha256_hex
 from ledger.typed.reducers.simple import replay
-from ledger.typed.store import ShardStore
+from ledger.typed.storage import LedgerStore
 
 __all__ = [
     "CompactionOutcome",
@@ -93,7 +90,7 @@ class CompactionOutcome:
 
 def plan_compaction(
     config: LedgerConfig,
-    store: ShardStore,
+    store: LedgerStore,
     name: str,
     *,
     trigger: str = "requested",
@@ -144,7 +141,7 @@ def _entry(segment: str, digest: str, size: int, records: list[str]) -> dict[str
     return {"segment": segment, "sha256": digest, "bytes": size, "records": records}
 
 
-def _due(store: ShardStore, ledger: LedgerDef, trigger: str, now: datetime) -> bool:
+def _due(store: LedgerStore, ledger: LedgerDef, trigger: str, now: datetime) -> bool:
     if trigger == "requested":
         return True
     schedule = ledger.compaction.schedule
@@ -194,7 +191,7 @@ def _base_commit(segments: Mapping[str, Segment]) -> str:
 
 def apply_compaction(
     config: LedgerConfig,
-    store: ShardStore,
+    store: LedgerStore,
     plan: Mapping[str, Any],
     *,
     dry_run: bool = False,
@@ -205,38 +202,56 @@ def apply_compaction(
         validate_plan(config, plan)
     except RejectedPlanError as exc:
         return CompactionOutcome(status="rejected", reason=str(exc))
-    with store_lock(store):
-        return _apply(config[plan["ledger"]], store, plan, dry_run=dry_run, now=now)
+    ledger = config[plan["ledger"]]
+
+    def run() -> tuple[dict[str, LedgerChange], CompactionOutcome]:
+        outcome, change = _apply(ledger, store, plan, dry_run=dry_run, now=now)
+        return ({} if change is None else {ledger.name: change}), outcome
+
+    outcome = store.run_transaction(run)
+    if outcome.applied:
+        log.info("applied compaction %s of ledger %s", plan["plan_id"], ledger.name)
+    return outcome
 
 
 def _apply(
     ledger: LedgerDef,
-    store: ShardStore,
+    store: LedgerStore,
     plan: Mapping[str, Any],
     *,
     dry_run: bool,
     now: datetime | None,
-) -> CompactionOutcome:
+) -> tuple[CompactionOutcome, LedgerChange | None]:
     pid: str = plan["plan_id"]
     name = ledger.name
     state = read_state(store, name)
     if state is not None and pid in state.get("recent_plan_ids", ()):
-        return CompactionOutcome(status="already_applied", plan_id=pid, reason="plan id recorded")
+        outcome = CompactionOutcome(
+            status="already_applied", plan_id=pid, reason="plan id recorded"
+        )
+        return outcome, None
     segments = load_segments(store, name)
     verdict = _check_files(plan, segments)
     if verdict is not None:
-        return CompactionOutcome(status=verdict[0], plan_id=pid, reason=verdict[1])
+        return CompactionOutcome(status=verdict[0], plan_id=pid, reason=verdict[1]), None
     problem, content = _rebuild_and_prove(ledger, plan, segments)
     if problem is not None:
-        return CompactionOutcome(status="rejected", plan_id=pid, reason=problem)
+        return CompactionOutcome(status="rejected", plan_id=pid, reason=problem), None
     replacement: str = plan["replacement"]["segment"]
     removed = tuple(source["segment"] for source in plan["sources"])
     added = () if replacement in segments else (replacement,)
-    if not dry_run:
-        _publish(store, name, plan, content if added else None, removed, now)
-    return CompactionOutcome(
+    outcome = CompactionOutcome(
         status="ready", plan_id=pid, applied=not dry_run, added=added, removed=removed
     )
+    if dry_run:
+        return outcome, None
+    change = LedgerChange(
+        add={f"{replacement}.jsonl": content} if added else {},
+        remove=[f"{seg_id}.jsonl" for seg_id in removed],
+        state=state_bytes(store, name, plan, now),
+        message=f"Compact ledger {name} with plan {pid}",
+    )
+    return outcome, change
 
 
 def _check_files(
@@ -313,50 +328,16 @@ def _state(ledger: LedgerDef, records: Sequence[Record]) -> object:
         return ("error", str(exc))
 
 
-def _publish(
-    store: ShardStore,
-    name: str,
-    plan: Mapping[str, Any],
-    content: bytes | None,
-    removed: Sequence[str],
-    now: datetime | None,
-) -> None:
-    directory = store.shard_dir(name)
-    if content is not None:
-        _atomic_write(directory / f"{plan['replacement']['segment']}.jsonl", content)
-    write_state(store, name, plan, now)
-    for seg_id in removed:
-        (directory / f"{seg_id}.jsonl").unlink(missing_ok=True)
-    fsync_path(directory)
-    log.info("applied compaction %s of ledger %s", plan["plan_id"], name)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(temp, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
-
-
 # --- the state file -----------------------------------------------------------------------
 
 
-def _state_path(store: ShardStore, name: str) -> Path:
-    return store.shard_dir(name).parent / "compaction" / "state.json"
-
-
-def read_state(store: ShardStore, name: str) -> dict[str, Any] | None:
+def read_state(store: LedgerStore, name: str) -> dict[str, Any] | None:
     """The ledger's compaction state, or ``None`` when absent or invalid (it is ignored)."""
-    path = _state_path(store, name)
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_STATE_BYTES:
+        data = store.read_state(name)  # a link raises StoreError: refused, not ignored
+        if data is None or len(data) > MAX_STATE_BYTES:
             return None
-        state = json.loads(path.read_text("utf-8"))
+        state = json.loads(data.decode("utf-8"))
     except (OSError, ValueError):
         return None
     keys = {
@@ -374,10 +355,11 @@ def read_state(store: ShardStore, name: str) -> dict[str, Any] | None:
     return state
 
 
-def write_state(
-    store: ShardStore, name: str, plan: Mapping[str, Any], now: datetime | None = None
-) -> None:
-    """Record ``plan`` as the last applied one (newest first, at most 20 ids)."""
+def state_bytes(
+    store: LedgerStore, name: str, plan: Mapping[str, Any], now: datetime | None = None
+) -> bytes:
+    """The state file recording ``plan`` as the last applied one (newest first, at most
+    20 ids)."""
     previous = read_state(store, name)
     recent = [pid for pid in (previous or {}).get("recent_plan_ids", []) if pid != plan["plan_id"]]
     state = {
@@ -388,6 +370,4 @@ def write_state(
         "last_applied_at": format_timestamp(now or datetime.now(UTC)),
         "recent_plan_ids": [plan["plan_id"], *recent][:MAX_RECENT],
     }
-    path = _state_path(store, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, (canonical_json(state) + "\n").encode())
+    return (canonical_json(state) + "\n").encode()

@@ -11,7 +11,6 @@ branch, sources: [{segment, sha256}], replacement: {segment, sha256}}``.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import stat
@@ -22,6 +21,7 @@ from ledger.errors import TypedLedgerError
 from ledger.typed.compaction.segments import SEGMENT_RE
 from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.records import canonical_json, sha256_hex
+from ledger.typed.strictjson import loads_strict
 
 __all__ = ["PLAN_VERSION", "RejectedPlanError", "plan_id", "read_plan", "validate_plan"]
 
@@ -151,7 +151,7 @@ def read_plan(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise RejectedPlanError("the plan must be a regular file of 1 byte to 16 MiB")
         data = handle.read(MAX_PLAN_BYTES + 1)
     try:
-        plan = json.loads(data.decode("utf-8"))
+        plan = loads_strict(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise RejectedPlanError(f"the plan is not UTF-8 JSON ({exc})") from None
     if not isinstance(plan, dict):

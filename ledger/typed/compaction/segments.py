@@ -17,14 +17,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ledger.errors import LedgerError
 from ledger.typed.records import Record, canonical_json, parse_line, sha256_hex
-from ledger.typed.store import ShardStore
+from ledger.typed.storage import LedgerStore
 
 __all__ = ["COMPACTION_METADATA", "Segment", "build_segment", "load_segments", "segment_id"]
 
@@ -78,23 +77,19 @@ def file_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def load_segments(store: ShardStore, name: str) -> dict[str, Segment]:
+def load_segments(store: LedgerStore, name: str) -> dict[str, Segment]:
     """Every shard file of ledger ``name`` by segment id, strictly verified."""
-    directory = store.shard_dir(name)
-    if not directory.is_dir():
-        return {}
     segments: dict[str, Segment] = {}
-    for path in sorted(directory.iterdir()):
-        match = SEGMENT_RE.fullmatch(path.name)
+    for entry in sorted(store.entries(name), key=lambda e: e.file):
+        match = SEGMENT_RE.fullmatch(entry.file)
         if match is None:
             continue
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_READ_BYTES:
+        if entry.kind != "file" or entry.size > MAX_READ_BYTES:
             segments[match[1]] = Segment(
-                id=match[1], bytes=info.st_size, sha256="", records=(), valid=False
+                id=match[1], bytes=entry.size, sha256="", records=(), valid=False
             )
             continue
-        segments[match[1]] = parse_segment(match[1], path.read_bytes())
+        segments[match[1]] = parse_segment(match[1], entry.load())
     return segments
 
 
