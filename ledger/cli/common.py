@@ -24,9 +24,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ledger.cli.source import open_reader
 from ledger.errors import ValidationError
-from ledger.sinks import Reader
+from ledger.sinks import Reader, open_reader
 from ledger.timefmt import format_time, parse_time
 
 __all__ = [

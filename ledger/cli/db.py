@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ledger.cli.common import emit_json, json_option, stdout
-from ledger.report.database import check_database, check_db_url, split_schema
+from ledger.report.database import check_database, database_url
 
 __all__ = ["db", "register"]
 
@@ -29,9 +29,7 @@ def upgrade(url: str, as_json: bool) -> None:
     """Bring the ledger schema at URL to the newest revision (creates it if empty)."""
     from ledger.sinks import upgrade as upgrade_schema
 
-    check_db_url(url)
-    plain, schema = split_schema(url)
-    revision = upgrade_schema(plain, schema=schema)
+    revision = upgrade_schema(database_url(url).url)
     if as_json:
         emit_json({"revision": revision})
     else:

@@ -31,8 +31,9 @@ import click
 from rich.markup import escape
 
 from ledger.cli.common import DEFAULT_DB, db_option, emit_json, json_option, open_db, stdout
-from ledger.cli.source import lock_timeout, parse_url
 from ledger.errors import LedgerError, StorageError
+from ledger.sinks.opening import lock_timeout
+from ledger.sinks.url import parse_url
 
 __all__ = ["DemoTyped", "default_home", "demo", "prepare_typed", "record_note", "register"]
 

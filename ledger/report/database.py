@@ -22,12 +22,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ledger.cli.source import parse_url
 from ledger.errors import StorageError, ValidationError
-from ledger.report.hashes import HashCheck, check_rows, iter_stored_rows
-from ledger.sinks.url import split_schema
+from ledger.report.hashes import HashCheck, check_rows
+from ledger.sinks.schema import SchemaState, revision_state
+from ledger.sinks.url import LedgerURL, parse_url, shown_url
 
-__all__ = ["DatabaseCheck", "check_database", "check_db_url", "engine_for", "split_schema"]
+__all__ = ["DatabaseCheck", "check_database", "database_url", "engine_for"]
 
 log = logging.getLogger(__name__)
 
@@ -48,26 +48,19 @@ class DatabaseCheck:
         default_factory=lambda: HashCheck(available=False, note="not run")
     )
 
+    has_events: bool = False
+
     @property
     def schema_status(self) -> str:
-        """``current``, ``behind`` (run ``ledger db upgrade``), ``empty`` or ``unknown``."""
-        if self.revision is None:
-            return "empty"
-        if self.revision == self.head:
-            return "current"
-        from ledger.sinks.schema import _scripts
-
-        try:
-            known = _scripts().get_revision(self.revision) is not None
-        except Exception:  # alembic raises several kinds for an unknown id
-            known = False
-        return "behind" if known else "unknown"
+        """``current``, ``behind`` (run ``ledger db upgrade``), ``empty``, ``unknown`` (newer
+        than this code) or ``unstamped`` (tables without a version: altered by hand)."""
+        return str(revision_state(self.revision, has_events=self.has_events).value)
 
     @property
     def ok(self) -> bool:
         """Schema current, integrity ``ok`` and no content-hash mismatch."""
         return (
-            self.schema_status == "current"
+            self.schema_status == SchemaState.CURRENT
             and self.integrity == "ok"
             and not self.hash_check.mismatch_count
         )
@@ -84,26 +77,26 @@ class DatabaseCheck:
         }
 
 
-def check_db_url(url: str) -> None:
-    """Refuse, with the forms that work, a URL that ``db`` commands do not take (a bare
-    path, or a ``jsonl:`` file, which has no schema)."""
-    scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else ""
-    if scheme not in ("sqlite", "postgresql", "postgres"):
-        raise ValidationError(
-            f"{_redact(url)!r} is not a database URL: `db` commands take sqlite:///FILE "
-            "(sqlite:////absolute/path) or postgresql://USER@HOST:PORT/DB"
-        )
+def database_url(url: str) -> LedgerURL:
+    """``url`` parsed, refused (with the forms that work) unless it names a database:
+    ``db`` commands take sqlite and postgresql URLs, not a ``jsonl:`` file (no schema)."""
+    forms = "sqlite:///FILE (sqlite:////absolute/path) or postgresql://USER@HOST:PORT/DB"
+    try:
+        parsed = parse_url(url)
+    except ValidationError:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("sqlite", "postgresql"):
+        shown = parsed.shown if parsed else shown_url(url)
+        raise ValidationError(f"{shown!r} is not a database URL: `db` commands take {forms}")
+    return parsed
 
 
 def engine_for(url: str) -> sa.Engine:
     """A read-only engine for ``url`` (SQLite opened ``mode=ro``; the file must exist)."""
-    check_db_url(url)
-    parsed = parse_url(url)
-    if parsed.scheme == "postgresql":
-        server = sa.make_url(split_schema(url)[0]).set(drivername="postgresql+psycopg")
-        return sa.create_engine(server, pool_pre_ping=True)
-    if parsed.path is None:  # pragma: no cover - parse_url gives SQLite a path
-        raise ValidationError(f"{url!r}: `db` commands take a sqlite:/// or postgresql:// URL")
+    parsed = database_url(url)
+    if parsed.dsn is not None:
+        return sa.create_engine(parsed.dsn, pool_pre_ping=True)
+    assert parsed.path is not None
     if parsed.path.is_dir():
         raise StorageError(f"{parsed.path} is a directory, not a ledger database file")
     if not parsed.path.is_file():
@@ -121,16 +114,17 @@ def _integrity(conn: sa.Connection) -> str:
 
 def check_database(url: str) -> DatabaseCheck:
     """Check the ledger database at ``url`` (see the module docstring)."""
-    schema = split_schema(url)[1]
+    parsed = database_url(url)
+    schema = parsed.schema
     from ledger.sinks.schema import current_revision, head_revision
-    from ledger.sinks.sql import events_table
+    from ledger.sinks.sql import events_table, stored_rows
 
     engine = engine_for(url)
     try:
         with engine.connect() as conn:
             revision = current_revision(conn, schema)
             base = DatabaseCheck(
-                url=_redact(url),
+                url=parsed.shown,
                 dialect=conn.dialect.name,
                 revision=revision,
                 head=head_revision(),
@@ -153,7 +147,7 @@ def check_database(url: str) -> DatabaseCheck:
             with engine.connect() as c:
                 yield c
 
-        hashes = check_rows(iter_stored_rows(reading, table))
+        hashes = check_rows(stored_rows(reading, table))
     finally:
         engine.dispose()
     return DatabaseCheck(
@@ -166,12 +160,5 @@ def check_database(url: str) -> DatabaseCheck:
         kinds=kinds,
         integrity=integrity,
         hash_check=hashes,
+        has_events=True,
     )
-
-
-def _redact(url: str) -> str:
-    """``url`` without a password."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url

@@ -17,8 +17,7 @@ False) rather than as passed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -27,7 +26,7 @@ import orjson
 
 from ledger.errors import CorruptRecord
 from ledger.model.event import Event
-from ledger.sinks import Reader
+from ledger.sinks.base import Reader, StoredRow, StoredRows
 
 __all__ = [
     "HashCheck",
@@ -35,14 +34,12 @@ __all__ = [
     "check_hashes",
     "check_rows",
     "each_event",
-    "iter_stored_rows",
     "with_unreadable",
 ]
 
 log = logging.getLogger(__name__)
 
 _PAGE = 2000
-Reading = Callable[[], AbstractContextManager[Any]]
 _MAX_LISTED = 1000
 
 
@@ -97,50 +94,6 @@ class HashCheck:
             "note": self.note,
             "summary": self.summary(),
         }
-
-
-StoredRow = tuple[str, str, str | bytes, str | None, dict[str, Any]]
-
-
-def iter_stored_rows(
-    reading: Reading,
-    table: Any,
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> Iterator[StoredRow]:
-    """``(event_id, run_id, event_json, content_hash, filter columns)`` of each row of
-    the ``events`` ``table`` in the window, in commit order, paged; ``reading()`` gives a
-    connection. The filter columns are ``{name: value}`` for ``FILTER_COLUMNS``."""
-    import sqlalchemy as sa
-
-    from ledger.sinks.rows import FILTER_COLUMNS
-    from ledger.sinks.sql import stored_json, to_micros
-
-    t: sa.Table = table
-    where: list[Any] = []
-    if since is not None:
-        where.append(t.c.time_us >= to_micros(since))
-    if until is not None:
-        where.append(t.c.time_us < to_micros(until))
-    cursor = 0
-    while True:
-        columns = [t.c[name] for name in FILTER_COLUMNS]
-        with reading() as conn:
-            text = stored_json(t, conn.dialect.name)
-            query = (
-                sa.select(t.c.seq, t.c.event_id, text, t.c.content_hash, *columns)
-                .where(*where, t.c.seq > cursor)
-                .order_by(t.c.seq)
-                .limit(_PAGE)
-            )
-            rows = conn.execute(query).all()
-        for _seq, event_id, text, stored, *values in rows:
-            found = dict(zip(FILTER_COLUMNS, values, strict=True))
-            yield event_id, found["run_id"], text, stored, found
-        if len(rows) < _PAGE:
-            return
-        cursor = rows[-1][0]
 
 
 def _verify(
@@ -202,16 +155,14 @@ def each_event(reader: Reader, skipped: list[CorruptRecord], **filters: Any) -> 
     """``reader.events(**filters)``, stepping over a stored row that does not read back
     as an event: it is logged and appended to ``skipped`` (for :func:`with_unreadable`),
     so one damaged row does not keep a whole report from being made. (Only the SQL
-    readers raise for a row; they resume after its ``seq``.)"""
-    from ledger.sinks.sql import SQLReader
-
+    readers and the JSONL reader raise for a record; they resume after its ``seq``.)"""
     events = reader.events(**filters)
     while True:
         try:
             yield from events
             return
         except CorruptRecord as exc:
-            if exc.seq is None or not isinstance(reader, SQLReader):
+            if exc.seq is None:
                 raise
             log.warning("compliance report: %s; left out of the counts", exc)
             skipped.append(exc)
@@ -247,15 +198,13 @@ def check_hashes(
 ) -> HashCheck:
     """Recompute and compare the content hash of every stored event in ``[since, until)``.
 
-    Reads the SQL sinks' table through their connection (``SQLReader._reading``); any
-    other reader is reported as holding no hashes.
+    Reads the rows as stored through a reader that offers them
+    (:class:`~ledger.sinks.base.StoredRows`: the SQL sinks); any other reader is reported
+    as holding no hashes.
     """
-    from ledger.sinks.sql import SQLReader
-
-    if not isinstance(reader, SQLReader):
+    if not isinstance(reader, StoredRows):
         return HashCheck(
             available=False,
             note=f"{type(reader).__name__} stores no content hashes (JSONL files do not)",
         )
-    rows = iter_stored_rows(reader._reading, reader._table, since=since, until=until)
-    return check_rows(rows)
+    return check_rows(reader.stored_rows(since=since, until=until))

@@ -5,9 +5,11 @@
 ...     sink.commit_action(action_event)                        # durable before it returns
 ...     chain = sink.chain(action_event.run_id)
 
-Plain sinks: :class:`DiscardSink`, :class:`JSONLSink` (read back with :func:`read_jsonl`).
-Durable sinks and readers: :class:`SQLiteSink`, :class:`PostgresSink`. The SQL sinks are
-imported lazily, so using a JSONL sink does not load SQLAlchemy.
+Plain sinks: :class:`DiscardSink`, :class:`JSONLSink` (read back with :func:`read_jsonl`
+or :class:`JSONLReader`). Durable sinks and readers: :class:`SQLiteSink`,
+:class:`PostgresSink`. :class:`MemoryReader` reads events held in memory. URLs:
+:func:`parse_url`, :func:`open_sink`, :func:`open_reader`, :func:`upgrade`. The SQL sinks
+are imported lazily, so using a JSONL sink does not load SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -17,25 +19,31 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.sinks.base import DurableSink, Reader, RunSummary, Sink, validate_action
 from ledger.sinks.discard import DiscardSink
-from ledger.sinks.jsonl import JSONLContents, JSONLSink, read_jsonl
+from ledger.sinks.jsonl import JSONLContents, JSONLReader, JSONLSink, read_jsonl
+from ledger.sinks.memory import MemoryReader
+from ledger.sinks.opening import open_reader, open_sink, upgrade
+from ledger.sinks.url import LedgerURL, parse_url
 
 if TYPE_CHECKING:
     from ledger.sinks.postgres import PostgresSink
-    from ledger.sinks.schema import upgrade
     from ledger.sinks.sqlite import SQLiteSink
-    from ledger.sinks.url import open_sink
 
 __all__ = [
     "DiscardSink",
     "DurableSink",
     "JSONLContents",
+    "JSONLReader",
     "JSONLSink",
+    "LedgerURL",
+    "MemoryReader",
     "PostgresSink",
     "Reader",
     "RunSummary",
     "SQLiteSink",
     "Sink",
+    "open_reader",
     "open_sink",
+    "parse_url",
     "read_jsonl",
     "upgrade",
     "validate_action",
@@ -44,8 +52,6 @@ __all__ = [
 _LAZY = {
     "SQLiteSink": "ledger.sinks.sqlite",
     "PostgresSink": "ledger.sinks.postgres",
-    "open_sink": "ledger.sinks.url",
-    "upgrade": "ledger.sinks.schema",
 }
 
 

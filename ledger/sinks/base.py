@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from ulid import ULID
 
@@ -123,6 +123,22 @@ class RunSummary:
     ended: bool
 
 
+StoredRow = tuple[str, str, str | bytes, str | None, dict[str, Any]]
+"""``(event_id, run_id, event JSON as stored, content hash, {filter column: value})``."""
+
+
+@runtime_checkable
+class StoredRows(Protocol):
+    """A reader that can hand out its rows exactly as stored (the SQL sinks), for checks
+    that recompute what was written: content hashes, the tamper-evident log."""
+
+    def stored_rows(
+        self, *, since: datetime | None = None, until: datetime | None = None
+    ) -> Iterator[StoredRow]:
+        """Every stored row in ``[since, until)`` (event time), in commit order, paged."""
+        ...
+
+
 @runtime_checkable
 class Reader(Protocol):
     """Reads a store back: by id, by run, filtered streams, run summaries."""
@@ -144,10 +160,12 @@ class Reader(Protocol):
         verdict: Verdict | str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        after: ULID | str | None = None,
+        after: ULID | str | int | None = None,
         limit: int | None = None,
     ) -> Iterator[Event]:
-        """Matching events in commit order, streamed in pages."""
+        """Matching events in commit order, streamed in pages. ``after`` is an event id
+        (or the store's position number, ``seq``, as ``CorruptRecord.seq`` gives it):
+        only events committed after it are returned."""
         ...
 
     def runs(
@@ -226,6 +244,16 @@ def check_text(value: object, name: str, *, optional: bool = False) -> str | Non
         return value
     wanted = "a string or None" if optional else "a string"
     raise ValidationError(f"{name}: expected {wanted}, got {type(value).__name__}")
+
+
+def check_member(enum: type[Kind] | type[Verdict], value: object, name: str) -> str:
+    """The value of the member of ``enum`` that ``value`` names (a member or its string);
+    else ``ValidationError`` listing the allowed values."""
+    try:
+        return str(enum(value).value)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        allowed = ", ".join(m.value for m in enum)
+        raise ValidationError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
 def check_limit(value: object, name: str = "limit") -> int | None:

@@ -1,9 +1,19 @@
-"""``JSONLSink``: one JSON line per event, appended; ``read_jsonl`` reads it back.
+"""``JSONLSink``: one JSON line per event, appended; ``read_jsonl`` and
+``JSONLReader`` read it back.
 
 >>> with JSONLSink("run.jsonl") as sink:          # doctest: +SKIP
 ...     sink.record(Event(kind="request", run_id="r1", args='"hi"'))
 >>> contents = read_jsonl("run.jsonl")             # doctest: +SKIP
 >>> contents.events, contents.truncated_tail, contents.corrupt_lines  # doctest: +SKIP
+>>> with JSONLReader("run.jsonl") as reader:       # doctest: +SKIP
+...     chain = reader.chain("r1")
+
+A crash can cut the last line short. A sink opened on such a file first ends that torn
+line with a newline (one ``os.write``; the torn bytes stay, as evidence), so its own first
+record starts on a line of its own and is never swallowed by the torn one. ``read_jsonl``
+then lists the torn line in ``corrupt_lines`` and in ``torn_lines`` (a line that is the
+start of a JSON text cut short), and a line still cut at the end of the file sets
+``truncated_tail``.
 
 Durability: each event is written as ``json + "\\n"`` with a single ``os.write`` on a file
 descriptor opened with ``O_APPEND`` (mode 0600 when the file is created), so lines from
@@ -24,12 +34,15 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.errors import SinkClosed, StorageError, ValidationError
+import orjson
+
+from ledger.errors import CorruptRecord, SinkClosed, StorageError, ValidationError
 from ledger.fsync import fsync_path
 from ledger.model.event import Event
 from ledger.sinks.base import Closing, check_path
+from ledger.sinks.memory import MemoryReader
 
-__all__ = ["JSONLContents", "JSONLSink", "read_jsonl"]
+__all__ = ["JSONLContents", "JSONLReader", "JSONLSink", "read_jsonl"]
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +65,29 @@ class JSONLSink(Closing):
                 f"cannot open JSONL ledger {self.path}: {_why(self.path, exc)}"
             ) from exc
         self._lock = threading.Lock()
+        try:
+            self._seal_torn_tail()
+        except OSError as exc:
+            os.close(self._fd)
+            raise StorageError(f"cannot repair the torn last line of {self.path}: {exc}") from exc
         if fsync and not existed:
             fsync_path(self.path.parent, best_effort=True)
+
+    def _seal_torn_tail(self) -> None:
+        """End a last line cut short by a crash with a newline, so the next record starts
+        on a fresh line; the torn bytes are kept (``read_jsonl`` reports them)."""
+        assert self._fd is not None
+        with open(self.path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+        log.warning("%s ends with a torn line (a writer was cut off); ending it", self.path)
+        os.write(self._fd, b"\n")
+        if self.fsync:
+            os.fsync(self._fd)
 
     def record(self, event: Event) -> None:
         """Append ``event`` as one line (one ``os.write``); fsync first if asked."""
@@ -110,12 +144,18 @@ class JSONLContents:
     ``events``: every complete line that parses, in file order. ``truncated_tail``: the
     file does not end with a newline, i.e. the last line was cut (the crash evidence);
     that partial line is not in ``events``. ``corrupt_lines``: 1-based numbers of
-    complete lines that do not parse as an event.
+    complete lines that do not parse as an event. ``torn_lines``: those of them that are
+    the start of a JSON text cut short (a writer killed mid-line, whose line a later sink
+    ended). ``records``: every line in file order (the last, cut line included), an
+    unreadable one (an empty line too) as a :class:`~ledger.errors.CorruptRecord` naming
+    its line, whose ``seq`` is its line number.
     """
 
     events: list[Event] = field(default_factory=list)
     truncated_tail: bool = False
     corrupt_lines: list[int] = field(default_factory=list)
+    torn_lines: list[int] = field(default_factory=list)
+    records: list[Event | CorruptRecord] = field(default_factory=list)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> JSONLContents:
@@ -133,12 +173,65 @@ def read_jsonl(path: str | os.PathLike[str]) -> JSONLContents:
     tail = lines.pop()  # b"" when the file ends with a newline
     events: list[Event] = []
     corrupt: list[int] = []
+    torn: list[int] = []
+    records: list[Event | CorruptRecord] = []
     for number, line in enumerate(lines, start=1):
         try:
-            events.append(Event.from_json(line))
+            event = Event.from_json(line)
         except (ValidationError, RecursionError) as exc:  # nesting beyond the parser
             log.warning("%s line %d does not parse as an event: %s", path, number, exc)
             corrupt.append(number)
+            if _cut_short(line):
+                torn.append(number)
+                exc = ValidationError(f"the line is cut short ({len(line)} bytes): {exc}")
+            records.append(CorruptRecord(f"{file} line {number}: {exc}", seq=number))
+            continue
+        events.append(event)
+        records.append(event)
     if tail:
         log.warning("%s ends with a truncated line (%d bytes)", path, len(tail))
-    return JSONLContents(events=events, truncated_tail=bool(tail), corrupt_lines=corrupt)
+        number = len(lines) + 1
+        records.append(
+            CorruptRecord(
+                f"{file} line {number}: the last line is cut short ({len(tail)} bytes, no "
+                "newline): a writer was cut off, or the file is not a JSONL ledger",
+                seq=number,
+            )
+        )
+    return JSONLContents(
+        events=events,
+        truncated_tail=bool(tail),
+        corrupt_lines=corrupt,
+        torn_lines=torn,
+        records=records,
+    )
+
+
+def _cut_short(line: bytes) -> bool:
+    """True when ``line`` is the start of a JSON object whose text ends too soon."""
+    if not line.startswith(b"{"):
+        return False
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return exc.pos >= len(line) - 1 or "unexpected end" in str(exc).lower()
+    return False
+
+
+class JSONLReader(MemoryReader):
+    """A read-only :class:`~ledger.sinks.Reader` over one JSONL ledger file, read once.
+
+    Positions (``after`` as an integer, ``CorruptRecord.seq``) are line numbers. An
+    unreadable line (corrupt, torn, or the cut last line) is stepped over by reads
+    filtered on run, kind, tool or verdict and raised, as a
+    :class:`~ledger.errors.CorruptRecord` naming the line, by any other read.
+    ``truncated_tail``, ``corrupt_lines`` and ``torn_lines`` are :func:`read_jsonl`'s.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        contents = read_jsonl(path)
+        self.path = check_path(path, "JSONLReader")
+        self.truncated_tail = contents.truncated_tail
+        self.corrupt_lines = tuple(contents.corrupt_lines)
+        self.torn_lines = tuple(contents.torn_lines)
+        super().__init__(contents.records, where=str(self.path))

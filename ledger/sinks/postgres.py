@@ -57,11 +57,19 @@ import sqlalchemy as sa
 from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
 from ledger.model.event import Event
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.schema import HEAD, advisory_key, current_revision, ensure_schema
+from ledger.sinks.schema import (
+    HEAD,
+    advisory_key,
+    current_revision,
+    ensure_schema,
+    require_readable,
+    schema_state,
+)
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+from ledger.sinks.url import parse_url
 from ledger.sinks.writing import Row, Writing
 
-__all__ = ["PostgresSink", "engine_url"]
+__all__ = ["PostgresSink"]
 
 
 _EXCLUSIVE = sa.text("SELECT pg_advisory_xact_lock(:k)")
@@ -83,16 +91,6 @@ def _pg_row(event: Event) -> Row:
                 "(a SQLite or JSONL ledger stores them)"
             )
     return row
-
-
-def engine_url(dsn: str) -> str:
-    """``postgresql://...`` (or ``postgres://``) as the SQLAlchemy psycopg 3 URL."""
-    if not isinstance(dsn, str):
-        raise ValidationError(f"dsn: expected a postgresql:// URL string, got {type(dsn).__name__}")
-    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
-        if dsn.startswith(prefix):
-            return "postgresql+psycopg://" + dsn[len(prefix) :]
-    raise ValidationError(f"dsn: {dsn!r} is not a postgresql:// URL")
 
 
 class PostgresSink(Writing, SQLReader):
@@ -140,24 +138,63 @@ class PostgresSink(Writing, SQLReader):
             self._migrate()
 
     @classmethod
-    def open(cls, dsn: str, *, schema: str | None = None, **engine_options: Any) -> PostgresSink:
-        """A sink that owns a new engine for ``dsn`` (closed with the sink)."""
+    def open(
+        cls,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        migrate: bool = True,
+        **engine_options: Any,
+    ) -> PostgresSink:
+        """A sink that owns a new engine for ``dsn`` (closed with the sink).
+
+        ``dsn`` is any PostgreSQL URL :func:`~ledger.sinks.open_sink` takes, including
+        ``?ledger_schema=NAME`` (which must then agree with ``schema=``). With
+        ``migrate=False`` the schema is only checked: a database whose ledger schema is
+        not current is refused, saying what to do, and nothing is created."""
+        if not isinstance(dsn, str):
+            raise ValidationError(
+                f"dsn: expected a postgresql:// URL string, got {type(dsn).__name__}"
+            )
+        try:
+            parsed = parse_url(dsn)
+        except ValidationError as exc:
+            raise ValidationError(f"dsn: {exc}") from None
+        if parsed.dsn is None:
+            raise ValidationError(f"dsn: {parsed.shown!r} is not a postgresql:// URL")
+        if schema is not None and parsed.schema is not None and schema != parsed.schema:
+            raise ValidationError(
+                f"schema: {schema!r} disagrees with ledger_schema={parsed.schema!r} in the "
+                "URL; give one of them"
+            )
+        schema = schema if schema is not None else parsed.schema
         options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
         options.update(engine_options)
-        url = engine_url(dsn)
         try:
-            engine = sa.create_engine(url, **options)
+            engine = sa.create_engine(parsed.dsn, **options)
         except (sa.exc.ArgumentError, TypeError, ValueError) as exc:
             raise ValidationError(
                 f"PostgresSink.open: dsn or engine options refused: {exc}"
             ) from None
         try:
-            sink = cls(engine, schema=schema)
+            sink = cls(engine, schema=schema, migrate=migrate)
+            if not migrate:
+                sink._require_readable(parsed.shown)
         except BaseException:
             engine.dispose()
             raise
         sink._owns = True
         return sink
+
+    def _require_readable(self, where: str) -> None:
+        """Refuse (without changing anything) a schema that is not current."""
+        try:
+            with self._engine.connect() as conn:
+                revision, state = schema_state(conn, self.schema)
+                place = f"schema {self.schema or sa.inspect(conn).default_schema_name!r}"
+        except sa.exc.DBAPIError as exc:
+            raise StorageError(f"cannot open the PostgreSQL ledger at {where}: {exc.orig}") from exc
+        require_readable(revision, state, where, place)
 
     def _migrate(self) -> None:
         """Bring the schema up to date in a short transaction of its own. With the

@@ -1,13 +1,18 @@
-"""Schema versions: bring a database to the newest Alembic revision, or refuse it.
+"""Schema versions: where a database stands against the newest Alembic revision, and
+bringing it there.
 
-Every SQL sink calls :func:`ensure_schema` on open. When the database is already at the
-newest revision that costs one catalog lookup and one row read. A database stamped with a
-revision this code does not know (written by a newer version of the library) is refused
-with ``SchemaVersionError``. To migrate on demand, without opening a sink for writing::
+>>> revision_state(head_revision())
+<SchemaState.CURRENT: 'current'>
+>>> revision_state(None, has_events=True)
+<SchemaState.UNSTAMPED: 'unstamped'>
 
-    >>> from ledger.sinks import upgrade
-    >>> upgrade("sqlite:///ledger.db")                     # doctest: +SKIP
-    '0001_events'
+:func:`revision_state` is the one judge of a schema's state; the sinks, the readers and
+``ledger db check`` all ask it. Every writing SQL sink calls :func:`ensure_schema` on
+open. When the database is already at the newest revision that costs one catalog lookup
+and one row read. A database stamped with a revision this code does not know (written by
+a newer version of the library), or holding ledger tables without a version stamp (the
+version table dropped by hand), is refused with ``SchemaVersionError``. Readers never
+migrate (:func:`require_readable`). To migrate on demand, ``ledger.sinks.upgrade(url)``.
 
 The revisions live in ``ledger/sinks/migrations/versions``; the version is kept in the table
 ``ledger_schema_version`` (not ``alembic_version``, so a database shared with an
@@ -20,17 +25,29 @@ import functools
 import hashlib
 import logging
 import sqlite3
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ledger.errors import SchemaVersionError, StorageError, ValidationError
+from ledger.errors import SchemaVersionError, StorageError
 
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
-__all__ = ["VERSION_TABLE", "ensure_schema", "head_revision", "upgrade"]
+__all__ = [
+    "VERSION_TABLE",
+    "SchemaState",
+    "check_sqlite_file",
+    "current_revision",
+    "ensure_schema",
+    "head_revision",
+    "require_readable",
+    "revision_state",
+    "schema_state",
+    "sqlite_file_state",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +79,74 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+class SchemaState(StrEnum):
+    """Where a database's ledger schema stands."""
+
+    CURRENT = "current"  # at the newest revision this code knows
+    BEHIND = "behind"  # at an older known revision: `ledger db upgrade` brings it up
+    EMPTY = "empty"  # no ledger tables yet
+    UNKNOWN = "unknown"  # stamped with a revision this code does not know (newer code wrote it)
+    UNSTAMPED = "unstamped"  # ledger tables without a version stamp: altered by hand
+
+
+def revision_state(revision: str | None, *, has_events: bool = False) -> SchemaState:
+    """The state of a database stamped ``revision`` (None: no stamp), which holds an
+    ``events`` table when ``has_events``."""
+    if revision is None:
+        return SchemaState.UNSTAMPED if has_events else SchemaState.EMPTY
+    if revision == HEAD:
+        return SchemaState.CURRENT
+    try:
+        known = _scripts().get_revision(revision) is not None
+    except Exception:  # alembic raises several kinds for an unknown id
+        known = False
+    return SchemaState.BEHIND if known else SchemaState.UNKNOWN
+
+
+def schema_state(conn: sa.Connection, schema: str | None) -> tuple[str | None, SchemaState]:
+    """``(revision, state)`` of the database behind ``conn``, read without changing it."""
+    revision = current_revision(conn, schema)
+    has_events = revision is not None or sa.inspect(conn).has_table("events", schema=schema)
+    return revision, revision_state(revision, has_events=has_events)
+
+
+def require_readable(
+    revision: str | None, state: SchemaState, where: str, place: str = "it"
+) -> None:
+    """Refuse to read a ledger whose schema is not current, saying what to do; reading
+    never migrates (``StorageError``, or ``SchemaVersionError`` for a newer or unstamped
+    schema)."""
+    import shlex
+
+    upgrade = f"`ledger db upgrade {shlex.quote(where)}`"
+    if state is SchemaState.CURRENT:
+        return
+    if state is SchemaState.EMPTY:
+        raise StorageError(
+            f"no ledger at {where}: {place} has no events table; create it with {upgrade}"
+        )
+    if state is SchemaState.BEHIND:
+        raise StorageError(
+            f"the ledger at {where} is at schema revision {revision!r}, this code reads "
+            f"{HEAD!r}; run {upgrade}"
+        )
+    if state is SchemaState.UNSTAMPED:
+        raise SchemaVersionError(_unstamped(where))
+    raise SchemaVersionError(
+        f"the ledger at {where} is at schema revision {revision!r}, newer than this code "
+        f"knows (newest: {HEAD!r}); upgrade agentledger to read it"
+    )
+
+
+def _unstamped(where: str) -> str:
+    return (
+        f"{where} has an events table but no ledger schema version ({VERSION_TABLE} is "
+        "missing or empty); nothing was changed. Either a table of another application is "
+        "in the way (give the ledger its own file or schema), or the ledger's version table "
+        "was dropped outside the ledger (restore the database from a backup)"
+    )
+
+
 def current_revision(conn: sa.Connection, schema: str | None) -> str | None:
     """The revision the database is stamped with, or None for an empty database."""
     if not sa.inspect(conn).has_table(VERSION_TABLE, schema=schema):
@@ -84,10 +169,10 @@ def ensure_schema(conn: sa.Connection, schema: str | None = None) -> bool:
     caller holds ``BEGIN IMMEDIATE``.
     """
     head = head_revision()
-    found = current_revision(conn, schema)
-    if found == head:
+    found, state = schema_state(conn, schema)
+    if state is SchemaState.CURRENT:
         return False
-    _check_known(found, head)
+    _refuse_unusable(state, found, head)
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": advisory_key("migrate")})
         if schema:
@@ -114,64 +199,52 @@ def ensure_schema(conn: sa.Connection, schema: str | None = None) -> bool:
     return True
 
 
-def _check_known(found: str | None, head: str) -> None:
-    if found is None:
-        return
-    try:
-        known = _scripts().get_revision(found) is not None
-    except Exception:  # alembic raises several kinds for an unknown id
-        known = False
-    if not known:
+def _refuse_unusable(state: SchemaState, found: str | None, head: str) -> None:
+    if state is SchemaState.UNSTAMPED:
+        raise SchemaVersionError(_unstamped("this database"))
+    if state is SchemaState.UNKNOWN:
         raise SchemaVersionError(
             f"the database's ledger schema is at revision {found!r}, newer than this code "
             f"knows (newest: {head!r}); upgrade agentledger to read or write it"
         )
 
 
-def check_sqlite_file(path: Path) -> None:
-    """Refuse (``SchemaVersionError``) an existing SQLite file stamped with a revision
-    this code does not know, reading it read-only: it is checked before any connection
-    that could write to it (turning WAL on, say), so a newer database is left unchanged.
-    Anything else (no file, no version table, not a database) is left to the normal open."""
+def sqlite_file_state(path: Path) -> tuple[str | None, SchemaState] | None:
+    """``(revision, state)`` of an existing SQLite file, read read-only (so a file this
+    code must refuse is left unchanged: nothing turns WAL on first); None when there is
+    no file or it is not a database SQLite can read (left to the normal open to report)."""
     if not path.is_file():
-        return
+        return None
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
-        return
+        return None
     try:
-        rows = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
+        tables = {
+            str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        rows = (
+            conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
+            if VERSION_TABLE in tables
+            else []
+        )
     except sqlite3.Error:
-        return
+        return None
     finally:
         conn.close()
-    if len(rows) == 1:
-        _check_known(str(rows[0][0]), HEAD)
-
-
-def upgrade(url: str, *, schema: str | None = None) -> str:
-    """Bring the database at ``url`` (``sqlite:///path`` or ``postgresql://...``, which
-    may carry ``?ledger_schema=NAME`` as ``open_sink`` takes it) to the newest revision
-    and return it."""
-    if not isinstance(url, str):
-        raise ValidationError(f"upgrade: expected a database URL string, got {type(url).__name__}")
-    if url.startswith("sqlite:"):
-        from ledger.sinks.sqlite import SQLiteSink, path_from_url
-
-        if schema is not None:
-            raise ValidationError("schema: only a PostgreSQL ledger has a schema; drop it")
-
-        SQLiteSink(path_from_url(url)).close()
-    elif url.startswith(("postgresql:", "postgresql+psycopg:", "postgres:")):
-        from ledger.sinks.postgres import PostgresSink
-        from ledger.sinks.url import split_schema
-
-        dsn, in_url = split_schema(url)
-        PostgresSink.open(dsn, schema=schema or in_url).close()
-    else:
-        from ledger.sinks.url import shown_url
-
-        raise ValidationError(
-            f"upgrade: {shown_url(url)!r} is not a sqlite:/// or postgresql:// URL"
+    if len(rows) > 1:
+        raise SchemaVersionError(
+            f"{VERSION_TABLE} in {path} holds {len(rows)} rows, expected 1; the schema "
+            "version is unknown, repair it with Alembic"
         )
-    return head_revision()
+    found = str(rows[0][0]) if rows else None
+    return found, revision_state(found, has_events="events" in tables)
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse (``SchemaVersionError``) an existing SQLite file that this code must not
+    write: stamped with a revision it does not know, or holding an events table without a
+    stamp. Checked read-only, before any connection that could change the file."""
+    found = sqlite_file_state(path)
+    if found is not None:
+        _refuse_unusable(found[1], found[0], HEAD)

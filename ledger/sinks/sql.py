@@ -30,7 +30,7 @@ Every sink guarantees that ``seq`` order is commit order, so a reader tailing wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime
@@ -39,13 +39,21 @@ from typing import Any
 import sqlalchemy as sa
 from ulid import ULID
 
-from ledger.chain.assemble import Chain, assemble_chain
-from ledger.errors import CorruptRecord, EventNotFound, ValidationError
+from ledger.chain import Chain, assemble_chain
+from ledger.errors import CorruptRecord, EventNotFound
 from ledger.ids import coerce_event_id
 from ledger.model.event import Event, Kind, Verdict
-from ledger.sinks.base import Closing, RunSummary, check_limit, check_text
+from ledger.sinks.base import (
+    Closing,
+    RunSummary,
+    StoredRow,
+    check_limit,
+    check_member,
+    check_text,
+)
 from ledger.sinks.rows import (
     COLUMNS,
+    FILTER_COLUMNS,
     READ_COLUMNS,
     content_hash,
     event_row,
@@ -118,14 +126,6 @@ def _read(t: sa.Table, dialect: str) -> list[sa.ColumnElement[Any]]:
 
 def _by_event_id(row: Any) -> str:
     return str(row[1])
-
-
-def _member(enum: type[Kind] | type[Verdict], value: str, name: str) -> str:
-    try:
-        return str(enum(value).value)
-    except ValueError:
-        allowed = ", ".join(m.value for m in enum)
-        raise ValidationError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
 def _summary(row: Any) -> RunSummary:
@@ -290,11 +290,11 @@ class SQLReader(Closing):
         if check_text(run_id, "run_id", optional=True) is not None:
             where.append(t.c.run_id == run_id)
         if kind is not None:
-            where.append(t.c.kind == _member(Kind, kind, "kind"))
+            where.append(t.c.kind == check_member(Kind, kind, "kind"))
         if check_text(tool, "tool", optional=True) is not None:
             where.append(t.c.tool == tool)
         if verdict is not None:
-            where.append(t.c.verdict == _member(Verdict, verdict, "verdict"))
+            where.append(t.c.verdict == check_member(Verdict, verdict, "verdict"))
         where.extend(self._window(since, until))
         return where
 
@@ -306,6 +306,14 @@ class SQLReader(Closing):
         if until is not None:
             where.append(t.c.time_us < to_micros(until, "until"))
         return where
+
+    def stored_rows(
+        self, *, since: datetime | None = None, until: datetime | None = None
+    ) -> Iterator[StoredRow]:
+        """Every row in ``[since, until)`` exactly as stored, in commit order (see
+        :func:`stored_rows`)."""
+        self._check_open()
+        return stored_rows(self._reading, self._table, since=since, until=until)
 
     def runs(
         self,
@@ -356,3 +364,43 @@ class SQLReader(Closing):
             .order_by(first_us, t.c.run_id)
         )
         return query if limit is None else query.limit(limit)
+
+
+_STORED_PAGE = 2000
+
+
+def stored_rows(
+    reading: Callable[[], AbstractContextManager[sa.Connection]],
+    table: sa.Table,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Iterator[StoredRow]:
+    """``(event_id, run_id, event_json, content_hash, filter columns)`` of each row of
+    the ``events`` ``table`` in the window, in commit order, paged (no connection is held
+    between pages); ``reading()`` gives a connection. The filter columns are
+    ``{name: value}`` for ``FILTER_COLUMNS``."""
+    t = table
+    where: list[Any] = []
+    if since is not None:
+        where.append(t.c.time_us >= to_micros(since, "since"))
+    if until is not None:
+        where.append(t.c.time_us < to_micros(until, "until"))
+    cursor = 0
+    columns = [t.c[name] for name in FILTER_COLUMNS]
+    while True:
+        with reading() as conn:
+            text = stored_json(t, conn.dialect.name)
+            query = (
+                sa.select(t.c.seq, t.c.event_id, text, t.c.content_hash, *columns)
+                .where(*where, t.c.seq > cursor)
+                .order_by(t.c.seq)
+                .limit(_STORED_PAGE)
+            )
+            rows = conn.execute(query).all()
+        for _seq, event_id, raw, stored, *values in rows:
+            found = dict(zip(FILTER_COLUMNS, values, strict=True))
+            yield event_id, found["run_id"], raw, stored, found
+        if len(rows) < _STORED_PAGE:
+            return
+        cursor = rows[-1][0]

@@ -47,11 +47,13 @@ from ledger.sinks.schema import (
     current_revision,
     ensure_schema,
     head_revision,
+    require_readable,
+    schema_state,
 )
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
 from ledger.sinks.writing import Row, Writing
 
-__all__ = ["SQLiteSink", "path_from_url"]
+__all__ = ["SQLiteSink"]
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +73,6 @@ def _flat(rows: list[Row]) -> list[Any]:
     return [value for row in rows for value in row]
 
 
-def path_from_url(url: str) -> str:
-    """``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` to a file path."""
-    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
-        if url.startswith(prefix):
-            path = url[len(prefix) :]
-            if not path or "?" in path:
-                raise ValidationError(
-                    f"sink URL {url!r}: write sqlite:///relative.db or sqlite:////abs/ledger.db "
-                    "(a file path, no query parameters)"
-                )
-            return path
-    raise ValidationError(f"sink URL {url!r}: write sqlite:///relative.db or sqlite:////abs.db")
-
-
 def _seconds(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValidationError(f"{name}: expected a number of seconds >= 0, got {value!r}")
@@ -101,6 +89,8 @@ class SQLiteSink(Writing, SQLReader):
 
     ``busy_timeout`` (seconds) is SQLite's wait for a lock held by another connection;
     ``lock_wait`` bounds the total retrying of a busy write before ``StorageError``.
+    With ``migrate=False`` (how readers open it) nothing is created or migrated: the file
+    must exist and hold a current ledger schema, else it is refused saying what to do.
     """
 
     def __init__(
@@ -109,6 +99,7 @@ class SQLiteSink(Writing, SQLReader):
         *,
         busy_timeout: float = 5.0,
         lock_wait: float = 120.0,
+        migrate: bool = True,
     ) -> None:
         self.path = check_path(path, "SQLiteSink")
         if path == ":memory:":
@@ -118,7 +109,10 @@ class SQLiteSink(Writing, SQLReader):
             )
         self._busy_ms = int(min(_seconds(busy_timeout, "busy_timeout"), 86400.0) * 1000)
         self._lock_wait = _seconds(lock_wait, "lock_wait")
-        check_sqlite_file(self.path)  # a newer database is refused before anything writes
+        if migrate:
+            check_sqlite_file(self.path)  # a newer database is refused before anything writes
+        else:
+            self._require_file()
         self._table = events_table()
         self._engine = sa.create_engine(
             # built, not parsed: a "?" or "%20" in the file name stays in the file name
@@ -131,7 +125,10 @@ class SQLiteSink(Writing, SQLReader):
         self._close_lock = threading.Lock()
         self._closed = False
         try:
-            self._migrate()
+            if migrate:
+                self._migrate()
+            else:
+                self._require_readable()
         except sa.exc.DBAPIError as exc:
             self._engine.dispose()
             raise StorageError(
@@ -140,6 +137,27 @@ class SQLiteSink(Writing, SQLReader):
         except BaseException:
             self._engine.dispose()
             raise
+
+    def _require_file(self) -> None:
+        """For a reader: the file exists and is a SQLite database (checked on its header,
+        before any connection could change it)."""
+        if self.path.is_dir():
+            raise StorageError(f"{self.path} is a directory, not a ledger file")
+        try:
+            with open(self.path, "rb") as f:
+                header = f.read(16)
+        except FileNotFoundError:
+            raise StorageError(f"no ledger at {self.path}: the file does not exist") from None
+        except OSError as exc:
+            raise StorageError(f"cannot read the SQLite ledger {self.path}: {exc}") from exc
+        if header != b"SQLite format 3\x00":
+            raise StorageError(f"{self.path} is not a SQLite database, so not a ledger")
+
+    def _require_readable(self) -> None:
+        """For a reader: the schema is current; nothing is created or migrated."""
+        with self._engine.connect() as conn:
+            revision, state = self._retry_busy(lambda: schema_state(conn, None))
+        require_readable(revision, state, f"sqlite:///{self.path}")
 
     def _why(self, exc: sa.exc.DBAPIError) -> str:
         if self.path.is_dir():

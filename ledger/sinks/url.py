@@ -1,54 +1,157 @@
-"""``open_sink(url)``: a sink from a URL.
+"""Ledger URLs: the one parser every command and ``open_*`` function goes through.
 
->>> open_sink("discard:")                          # DiscardSink
-DiscardSink()
->>> open_sink("jsonl:///var/log/agent.jsonl")      # doctest: +SKIP
->>> open_sink("sqlite:///ledger.db")               # doctest: +SKIP
->>> open_sink("postgresql://ledger@db/ledger")     # doctest: +SKIP
+>>> parse_url("sqlite:///ledger.db").path.name
+'ledger.db'
+>>> u = parse_url("postgresql://ledger:secret@db/prod?ledger_schema=agents")
+>>> u.scheme, u.schema, u.shown
+('postgresql', 'agents', 'postgresql://ledger:***@db/prod?ledger_schema=agents')
+>>> parse_url("JSONL:///runs/today.jsonl?fsync=1").fsync
+True
 
-``sqlite:///rel.db`` is a path relative to the working directory and
-``sqlite:////abs/ledger.db`` an absolute one (SQLAlchemy's convention); ``jsonl:`` URLs
-take the same form, and ``jsonl:///path?fsync=1`` asks for an fsync per line. The
-PostgreSQL URL accepts ``?ledger_schema=NAME`` for the sink's ``schema=`` (the rest is
-passed to psycopg).
+The forms (schemes are case-insensitive, RFC 3986):
+
+* ``sqlite:///relative.db`` or ``sqlite:////absolute/ledger.db`` (SQLAlchemy's convention;
+  ``sqlite+pysqlite://`` is the same); no query parameters, no ``:memory:``.
+* ``postgresql://USER@HOST:PORT/DB`` (also ``postgres://`` and ``postgresql+psycopg://``);
+  ``?ledger_schema=NAME`` picks the schema, every other parameter goes to psycopg.
+* ``jsonl:///relative.jsonl`` or ``jsonl:////absolute.jsonl``; ``?fsync=1`` asks for an
+  fsync per line.
+* ``discard:`` (a sink that keeps nothing).
+
+Opening is in :mod:`ledger.sinks.opening`; this module only parses, so every layer that
+needs to understand a URL can import it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ledger.errors import ValidationError
-from ledger.sinks.base import Sink
-from ledger.sinks.discard import DiscardSink
-from ledger.sinks.jsonl import JSONLSink
 
-__all__ = ["open_sink", "shown_url", "split_schema"]
+__all__ = ["LedgerURL", "Scheme", "parse_url", "shown_url"]
 
+Scheme = Literal["sqlite", "postgresql", "jsonl", "discard"]
+
+_ALIASES: dict[str, Scheme] = {
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "postgresql+psycopg": "postgresql",
+    "jsonl": "jsonl",
+    "discard": "discard",
+}
+_FORMS = "sqlite:///FILE, postgresql://USER@HOST:PORT/DB, jsonl:///FILE or discard:"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def open_sink(url: str) -> Sink:
-    """Open the sink named by ``url``: ``sqlite:///``, ``postgresql://``, ``jsonl:///``
-    or ``discard:``. The caller closes it (every sink is a context manager)."""
-    if not isinstance(url, str):
-        raise ValidationError(f"sink URL: expected a string, got {type(url).__name__}")
-    scheme = url.split(":", 1)[0].lower()
-    url = scheme + url[len(scheme) :]  # schemes are case-insensitive (RFC 3986)
-    if scheme == "discard":
-        return DiscardSink()
-    if scheme == "jsonl":
-        return _jsonl(url)
-    if scheme in ("sqlite", "sqlite+pysqlite"):
-        from ledger.sinks.sqlite import SQLiteSink, path_from_url
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerURL:
+    """A parsed ledger URL.
 
-        return SQLiteSink(path_from_url(url))
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        return _postgres(url)
-    raise ValidationError(
-        f"sink URL {shown_url(url)!r}: unknown scheme {scheme!r}; use sqlite:///path, "
-        "postgresql://..., jsonl:///path or discard:"
-    )
+    ``path`` is the file of a ``sqlite`` or ``jsonl`` URL (relative paths stay relative);
+    ``dsn`` is the server URL of a ``postgresql`` one, as SQLAlchemy's psycopg 3 dialect
+    takes it (``postgresql+psycopg://...``, without ``ledger_schema``); ``schema`` is its
+    ``ledger_schema``; ``fsync`` is a ``jsonl`` URL's flag.
+    """
+
+    url: str
+    scheme: Scheme
+    path: Path | None = None
+    dsn: str | None = None
+    schema: str | None = None
+    fsync: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The URL with any password replaced by ``***``, for messages and reports."""
+        return shown_url(self.url)
+
+    @property
+    def is_file(self) -> bool:
+        """True for the file-backed schemes (``sqlite``, ``jsonl``)."""
+        return self.path is not None
+
+
+def parse_url(url: object) -> LedgerURL:
+    """Parse ``url``; ``ValidationError`` saying which forms work when it is unusable."""
+    if not isinstance(url, str):
+        raise ValidationError(f"ledger URL: expected a string, got {type(url).__name__}")
+    head, colon, _ = url.partition(":")
+    scheme = _ALIASES.get(head.lower()) if colon else None
+    if scheme is None:
+        if colon and head.lower().startswith(("postgres", "sqlite")):
+            raise ValidationError(
+                f"ledger URL {shown_url(url)!r}: driver {head!r} is not supported; use "
+                f"{head.split('+', 1)[0].lower()}:// (psycopg 3 and the standard sqlite3 module)"
+            )
+        raise ValidationError(f"unsupported ledger URL {shown_url(url)!r}: use {_FORMS}")
+    url = head.lower() + url[len(head) :]
+    rest = url[len(head) + 1 :]
+    if scheme == "discard":
+        return LedgerURL(url=url, scheme="discard")
+    if scheme == "postgresql":
+        return _postgres(url, rest)
+    return _file(url, scheme, rest)
+
+
+def _file(url: str, scheme: Scheme, rest: str) -> LedgerURL:
+    if not rest.startswith("///") or rest in ("///", "////"):
+        raise ValidationError(
+            f"ledger URL {url!r} names no file: write {scheme}:///relative.{_ext(scheme)} or "
+            f"{scheme}:////absolute/path.{_ext(scheme)}"
+        )
+    path, _, query = rest[3:].partition("?")
+    if path == ":memory:":
+        raise ValidationError(
+            f"ledger URL {url!r}: an in-memory database is neither durable nor shared; give a file"
+        )
+    fsync = False
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    if scheme == "sqlite" and query:
+        raise ValidationError(
+            f"ledger URL {url!r}: a sqlite URL takes no query parameters; write "
+            "sqlite:///relative.db or sqlite:////absolute/ledger.db"
+        )
+    if scheme == "jsonl":
+        unknown = sorted(set(params) - {"fsync"})
+        if unknown:
+            raise ValidationError(
+                f"ledger URL {url!r}: unknown parameter {unknown[0]!r} (only fsync)"
+            )
+        flag = params.get("fsync", "0").lower()
+        if flag not in _TRUE | _FALSE:
+            raise ValidationError(f"ledger URL {url!r}: fsync={flag!r}; use fsync=1 or fsync=0")
+        fsync = flag in _TRUE
+    return LedgerURL(url=url, scheme=scheme, path=Path(path), fsync=fsync)
+
+
+def _ext(scheme: Scheme) -> str:
+    return "db" if scheme == "sqlite" else "jsonl"
+
+
+def _postgres(url: str, rest: str) -> LedgerURL:
+    if not rest.startswith("//"):
+        raise ValidationError(
+            f"ledger URL {shown_url(url)!r}: write postgresql://USER@HOST:PORT/DB "
+            "(postgresql:///DB for the local socket)"
+        )
+    base, _, query = rest.partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    schemas = [v for k, v in pairs if k == "ledger_schema"]
+    if len(schemas) > 1:
+        raise ValidationError(f"ledger URL {shown_url(url)!r}: ledger_schema is given twice")
+    if schemas and not schemas[0]:
+        raise ValidationError(
+            f"ledger URL {shown_url(url)!r}: ledger_schema is empty; name a schema or drop it"
+        )
+    others = urlencode([(k, v) for k, v in pairs if k != "ledger_schema"])
+    dsn = "postgresql+psycopg:" + base + (f"?{others}" if others else "")
+    return LedgerURL(url=url, scheme="postgresql", dsn=dsn, schema=schemas[0] if schemas else None)
 
 
 def shown_url(url: str) -> str:
@@ -61,41 +164,3 @@ def shown_url(url: str) -> str:
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
         return "<unparsable URL>"
-
-
-def _jsonl(url: str) -> Sink:
-    parts = urlsplit(url)
-    if not url[len(parts.scheme) :].startswith(":///") or not parts.path[1:]:
-        raise ValidationError(
-            f"sink URL {url!r}: write jsonl:///relative/file.jsonl or jsonl:////absolute/file.jsonl"
-        )
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = sorted(set(query) - {"fsync"})
-    if unknown:
-        raise ValidationError(f"sink URL {url!r}: unknown parameter {unknown[0]!r} (only fsync)")
-    fsync = query.get("fsync", "0").lower()
-    if fsync not in _TRUE | _FALSE:
-        raise ValidationError(f"sink URL {url!r}: fsync={fsync!r}; use fsync=1 or fsync=0")
-    return JSONLSink(parts.path[1:], fsync=fsync in _TRUE)
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """``postgresql://...?ledger_schema=S`` -> (the URL without it, ``S``); any other
-    URL comes back as it is, with ``None``. Only the query is touched, so
-    ``postgresql:///db`` (a local socket) keeps its form."""
-    if not url.startswith("postgres"):
-        return url, None
-    base, sep, query = url.partition("?")
-    pairs = parse_qsl(query)
-    schema = next((v for k, v in pairs if k == "ledger_schema"), None)
-    if not sep or schema is None:
-        return url, None
-    rest = urlencode([(k, v) for k, v in pairs if k != "ledger_schema"])
-    return (f"{base}?{rest}" if rest else base), schema
-
-
-def _postgres(url: str) -> Sink:
-    from ledger.sinks.postgres import PostgresSink
-
-    dsn, schema = split_schema(url)
-    return PostgresSink.open(dsn, schema=schema)

@@ -14,7 +14,15 @@ from ledger.demo import run_scripted_agent
 from ledger.gate import AllowAll, Gate
 from ledger.ids import new_event_id
 from ledger.sinks import PostgresSink
-from ledger.sinks.postgres import engine_url
+from ledger.sinks.url import parse_url
+
+
+def engine_url(dsn: str) -> str:
+    """The SQLAlchemy URL of a ledger's PostgreSQL URL."""
+    found = parse_url(dsn).dsn
+    assert found is not None
+    return found
+
 
 pytestmark = pytest.mark.postgres
 

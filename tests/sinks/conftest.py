@@ -17,7 +17,15 @@ import sqlalchemy as sa
 
 from ledger.ids import new_event_id
 from ledger.sinks import PostgresSink, SQLiteSink
-from ledger.sinks.postgres import engine_url
+from ledger.sinks.url import parse_url
+
+
+def engine_url(dsn: str) -> str:
+    """The SQLAlchemy URL of a ledger's PostgreSQL URL."""
+    found = parse_url(dsn).dsn
+    assert found is not None
+    return found
+
 
 SQLSink = SQLiteSink | PostgresSink
 

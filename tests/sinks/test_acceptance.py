@@ -39,9 +39,8 @@ from ledger.sinks import (
     open_sink,
     read_jsonl,
 )
-from ledger.sinks.postgres import engine_url
 
-from .conftest import Store
+from .conftest import Store, engine_url
 from .factories import good_action
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -170,14 +170,18 @@ def test_url_errors_never_show_the_password(url: str) -> None:
 
 
 def test_ledger_schema_is_taken_from_the_query_only() -> None:
-    from ledger.sinks.url import split_schema
+    from ledger.sinks.url import parse_url
+
+    def split_schema(url: str) -> tuple[str | None, str | None]:
+        parsed = parse_url(url)
+        return parsed.dsn, parsed.schema
 
     assert split_schema("postgresql:///db?ledger_schema=s&sslmode=disable") == (
-        "postgresql:///db?sslmode=disable",
+        "postgresql+psycopg:///db?sslmode=disable",
         "s",
     )
-    assert split_schema("postgresql://") == ("postgresql://", None)
-    assert split_schema("postgresql://u@h/db?ledger_schema=s") == ("postgresql://u@h/db", "s")
+    assert split_schema("postgresql://") == ("postgresql+psycopg://", None)
+    assert split_schema("POSTGRES://u@h/db?ledger_schema=s") == ("postgresql+psycopg://u@h/db", "s")
 
 
 @pytest.mark.parametrize("name", ["a?b.db", "c%20d.db", "e#f.db", "g h.db"])
@@ -211,7 +215,7 @@ def test_a_foreign_events_table_is_refused_and_left_alone(tmp_path: Path) -> Non
     path = tmp_path / "app.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE events (id INTEGER, name TEXT)")
-    with pytest.raises(StorageError, match="events already exists") as info:
+    with pytest.raises(StorageError, match="events table but no ledger schema version") as info:
         SQLiteSink(path)
     assert "[SQL" not in str(info.value)
     with sqlite3.connect(path) as conn:
