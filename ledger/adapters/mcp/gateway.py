@@ -71,7 +71,7 @@ from ledger.adapters.mcp.definitions import (
 )
 from ledger.errors import LedgerError, ToolDenied
 from ledger.gate import AllowList, Decision, Gate, Policy, Run, ToolCall
-from ledger.model.event import Ref, Verdict
+from ledger.model.values import Ref, Verdict
 
 __all__ = [
     "DENIED_PREFIX",
