@@ -32,7 +32,7 @@ from ledger.errors import ToolDenied
 from ledger.gate.gate import Gate
 from ledger.gate.policy import Approver, Decision, DenyNonSafe, ToolCall
 from ledger.gate.redact import bounded
-from ledger.model.event import Ref, RefSource, Verdict
+from ledger.model.values import Ref, RefSource, Verdict
 
 if TYPE_CHECKING:
     from ledger.chain.assemble import Chain

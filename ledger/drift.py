@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ledger.errors import EventNotFound, ValidationError
-from ledger.model.event import Ref, RefSource
+from ledger.model.values import Ref, RefSource
 
 if TYPE_CHECKING:
     from ledger.chain.assemble import Chain

@@ -34,7 +34,8 @@ from ledger.chain.parts import (
 )
 from ledger.errors import CallNotFound
 from ledger.ids import ulid_text
-from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, Ref, RefSource, Verdict
 
 __all__ = ["Chain", "assemble_chain", "result_ref"]
 

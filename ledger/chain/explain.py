@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.chain.parts import Action, Anomaly
-from ledger.model.event import Event, Ref
+from ledger.model.event import Event
+from ledger.model.values import Ref
 from ledger.timefmt import format_time
 
 __all__ = ["Explanation"]

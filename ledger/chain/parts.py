@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ledger.model.event import Event, Ref, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Ref, Verdict
 
 __all__ = [
     "DENIED",

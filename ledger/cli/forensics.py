@@ -33,7 +33,8 @@ from ledger.cli.common import (
 from ledger.cli.why import json_value, why_dict, why_text
 from ledger.drift import RefCheck, Resolver, chain_refs, verify_refs
 from ledger.errors import LedgerError
-from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, Ref, RefSource, Verdict
 from ledger.report.model import run_dict
 from ledger.sinks import Reader
 from ledger.timefmt import format_time

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from ledger.ids import new_event_id
-from ledger.model.event import MAX_NESTING, Event, Kind, Ref, RefSource, Verdict
+from ledger.model.event import Event
+from ledger.model.values import MAX_NESTING, Kind, Ref, RefSource, Verdict
 
 __all__ = ["MAX_NESTING", "Event", "Kind", "Ref", "RefSource", "Verdict", "new_event_id"]

@@ -26,10 +26,8 @@ from ledger.ids import coerce_event_id, new_event_id
 from ledger.model.codec import event_from_json, event_to_json
 from ledger.model.values import (
     INT64_MAX,
-    MAX_NESTING,
     Kind,
     Ref,
-    RefSource,
     Verdict,
     enum_value,
     raw_json,
@@ -38,7 +36,7 @@ from ledger.model.values import (
 )
 from ledger.timefmt import coerce_time, utc_now
 
-__all__ = ["MAX_NESTING", "Event", "Kind", "Ref", "RefSource", "Verdict"]
+__all__ = ["Event"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)

@@ -41,7 +41,8 @@ from typing import NamedTuple
 
 from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
 from ledger.errors import CorruptRecord
-from ledger.model.event import Event, Kind, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, Verdict
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
 from ledger.report.model import (

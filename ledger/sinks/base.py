@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 from ulid import ULID
 
 from ledger.errors import NotSelfExplaining, ValidationError
-from ledger.model.event import Event, Kind, RefSource, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, RefSource, Verdict
 
 if TYPE_CHECKING:
     from ledger.chain.assemble import Chain

@@ -16,9 +16,9 @@ start of a JSON text cut short), and a line still cut at the end of the file set
 ``truncated_tail``.
 
 Durability: each event is written as ``json + "\\n"`` with a single ``os.write`` on a file
-descriptor opened with ``O_APPEND`` (mode 0600 when the file is created), so lines from
-several threads or processes never interleave and a crash leaves at worst one truncated
-last line. With ``fsync=False`` (the default) a returned ``record`` means "handed to the
+descriptor opened with ``O_APPEND`` (mode 0600 when the file is created), under an
+exclusive ``flock`` of the file, so lines from several threads or processes never
+interleave and a crash leaves at worst one truncated last line. With ``fsync=False`` (the default) a returned ``record`` means "handed to the
 operating system": it survives a crash of this process, not a power loss. With
 ``fsync=True`` each ``record`` also calls ``fsync`` before returning, so it survives a
 power loss too (on storage that honours fsync). Either way this is an observation log,
@@ -28,6 +28,7 @@ it with "no durable record, no action".
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
@@ -76,18 +77,25 @@ class JSONLSink(Closing):
     def _seal_torn_tail(self) -> None:
         """End a last line cut short by a crash with a newline, so the next record starts
         on a fresh line; the torn bytes are kept (``read_jsonl`` reports them)."""
-        assert self._fd is not None
-        with open(self.path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
+        fd = self._fd
+        assert fd is not None
+        fcntl.flock(fd, fcntl.LOCK_EX)  # writers hold it for each line: none is in flight
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
                 return
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) == b"\n":
-                return
-        log.warning("%s ends with a torn line (a writer was cut off); ending it", self.path)
-        os.write(self._fd, b"\n")
+            reader = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                if os.pread(reader, 1, size - 1) == b"\n":
+                    return
+            finally:
+                os.close(reader)
+            log.warning("%s ends with a torn line (a writer was cut off); ending it", self.path)
+            os.write(fd, b"\n")
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
         if self.fsync:
-            os.fsync(self._fd)
+            os.fsync(fd)
 
     def record(self, event: Event) -> None:
         """Append ``event`` as one line (one ``os.write``); fsync first if asked."""
@@ -101,7 +109,11 @@ class JSONLSink(Closing):
             if fd is None:
                 raise SinkClosed(f"JSONL sink {self.path} is closed; open a new one to write")
             try:
-                written = os.write(fd, line)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # see _seal_torn_tail: a reader of the tail
+                try:  # must not take another process's write in flight for a torn line
+                    written = os.write(fd, line)
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
                 if self.fsync:
                     os.fsync(fd)
             except OSError as exc:

@@ -27,7 +27,8 @@ from ulid import ULID
 from ledger.chain import Chain, assemble_chain
 from ledger.errors import CorruptRecord, EventNotFound, ValidationError
 from ledger.ids import coerce_event_id, ulid_text
-from ledger.model.event import Event, Kind, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, Verdict
 from ledger.sinks.base import Closing, RunSummary, check_limit, check_member, check_text
 from ledger.timefmt import coerce_time
 
