@@ -85,13 +85,22 @@ def json_option(f: F) -> F:
 def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | None:
     """A time given on the command line: RFC 3339 (``2026-01-02T03:04:05Z``), a date
     (``2026-01-02``, midnight UTC) or an age (``30m``, ``24h``, ``7d``, ``2w`` ago)."""
-    if text is None or text == "":
+    if text is None:
         return None
     text = text.strip()
+    if not text:
+        raise click.BadParameter(
+            "empty time: give an RFC 3339 time (2026-01-02T03:04:05Z), a date (2026-01-02) "
+            "or an age (30m, 24h, 7d, 2w), or leave the option out for an open window"
+        )
     m = _RELATIVE.match(text)
     if m:
-        delta = timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
-        return (now or datetime.now(UTC)) - delta
+        try:
+            return (now or datetime.now(UTC)) - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+        except OverflowError:
+            raise click.BadParameter(
+                f"{text!r} reaches back before the year 1; give a shorter age or a date"
+            ) from None
     if re.fullmatch(r"\d{4}-\d\d-\d\d", text):
         try:
             return datetime.fromisoformat(text).replace(tzinfo=UTC)
@@ -107,7 +116,9 @@ def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | N
 
 
 def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
-    return parse_when(value)
+    # one "now" per command, so `--since 1d --until 1d` is the empty window it says
+    now = ctx.find_root().meta.setdefault("ledger.now", datetime.now(UTC))
+    return parse_when(value, now=now)
 
 
 def check_window(since: datetime | None, until: datetime | None) -> None:

@@ -28,16 +28,24 @@ _WIDTHS = tuple(
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_LAST = datetime.max.replace(tzinfo=UTC)
+
+
 def width_for(span: timedelta) -> timedelta:
-    """The bucket width for a span of time (see the module docstring)."""
+    """The bucket width for a span of time (see the module docstring); spans of more than
+    :data:`MAX_BUCKETS` years get buckets of whole years, still at most that many."""
     for width in _WIDTHS:
         if span / width <= MAX_BUCKETS:
             return width
-    return _WIDTHS[-1]
+    years = -(-span // (_WIDTHS[-1] * MAX_BUCKETS))  # ceil
+    return _WIDTHS[-1] * years
 
 
 def _floor(moment: datetime, width: timedelta) -> datetime:
-    return _EPOCH + ((moment - _EPOCH) // width) * width
+    try:
+        return _EPOCH + ((moment - _EPOCH) // width) * width
+    except OverflowError:  # before the first representable bucket start
+        return moment
 
 
 def bucket(
@@ -59,5 +67,11 @@ def bucket(
 
     a, d = tally(actions), tally(denials)
     return tuple(
-        TimeBucket(start=s, end=s + width, actions=a[i], denials=d[i]) for i, s in enumerate(starts)
+        TimeBucket(start=s, end=_end(s, width), actions=a[i], denials=d[i])
+        for i, s in enumerate(starts)
     )
+
+
+def _end(start: datetime, width: timedelta) -> datetime:
+    """``start + width``, or the last representable moment when that is past it."""
+    return start + width if _LAST - start > width else _LAST

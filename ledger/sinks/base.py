@@ -241,7 +241,17 @@ def _ref_problems(event: Event) -> list[str]:
 
 def check_text(value: object, name: str, *, optional: bool = False) -> str | None:
     """``value`` if it is a string (or None when ``optional``); else ``ValidationError``."""
-    if isinstance(value, str) or (optional and value is None):
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValidationError(
+                    f"{name}: {value!r} is not valid Unicode text (a lone surrogate: bytes "
+                    "that are not UTF-8?); no stored event can have it"
+                ) from None
+        return value
+    if optional and value is None:
         return value
     wanted = "a string or None" if optional else "a string"
     raise ValidationError(f"{name}: expected {wanted}, got {type(value).__name__}")
