@@ -32,6 +32,7 @@ import click
 
 from ledger.cli import db as cli_db
 from ledger.cli import demo as cli_demo
+from ledger.cli import export as cli_export
 from ledger.cli import forensics as cli_forensics
 from ledger.cli import mcp as cli_mcp
 from ledger.cli import report as cli_report
@@ -143,6 +144,7 @@ cli_report.register(cli)
 cli_typed.register(cli)
 cli_db.register(cli)
 cli_mcp.register(cli)
+cli_export.register(cli)
 
 
 def _debugging() -> bool:
