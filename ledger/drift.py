@@ -1,7 +1,9 @@
 """Drift: does the evidence an action rested on still say what it said then?
 
+>>> from ledger.model import Ref
+>>> seen = Ref(source="memory", id="m1", hash=content_hash("the text then"))
 >>> resolver = StaticResolver({("memory", "m1"): "the text now"})
->>> [c.state for c in verify_refs(chain.available, resolver)]
+>>> [c.state for c in verify_refs([seen], resolver)]
 [<RefState.DRIFTED: 'drifted'>]
 
 Each ref is **intact** (its current hash equals the one captured), **drifted** (they

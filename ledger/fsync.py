@@ -1,7 +1,8 @@
 """Make a file's contents, or a rename inside a folder, durable.
 
->>> fsync_path(Path("ledger/shards"))          # after os.replace into that folder
->>> fsync_path(temp_file)                      # before renaming it into place
+>>> fsync_path(Path("."))                # a folder, after os.replace into it; a file
+...                                       # (below) before renaming it into place
+>>> fsync_path(temp_file)                # doctest: +SKIP
 """
 
 from __future__ import annotations

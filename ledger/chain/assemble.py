@@ -1,9 +1,21 @@
 """Rebuild one run from its events: the request, what was available, each action.
 
+>>> from ledger.model import Event
+>>> events = [
+...     Event(kind="request", run_id="r1", args='"tidy the notes"'),
+...     Event(kind="action", run_id="r1", call_id="c1", tool="write_file",
+...           args={"path": "notes.txt"}, verdict="allowed", reason="allow-list",
+...           refs=[{"source": "memory", "id": "m1"}]),
+...     Event(kind="tool_result", run_id="r1", call_id="c1", tool="write_file", result='"ok"'),
+... ]
 >>> chain = assemble_chain(events)          # pure; events of one run, in event order
 >>> chain.request.args                      # the run's input (the chain head)
->>> [a.intent.tool for a in chain.actions]  # every action, allowed or denied
->>> print(chain.why("c1"))                  # one action explained, read backward
+'"tidy the notes"'
+>>> [(a.tool, a.outcome) for a in chain.actions]  # every action, allowed or denied
+[('write_file', 'succeeded')]
+>>> print(chain.why("c1"))                  # doctest: +ELLIPSIS
+write_file (call c1) in run r1: allowed
+...
 
 Pairing follows the reference: an ``action`` and the ``tool_result`` with the same call id
 form one :class:`Action`; results whose call id belongs to no action are safe reads and

@@ -1,13 +1,22 @@
 """``Explanation``: one action of a chain, read backward into a readable account.
 
->>> exp = chain.why("c1")
->>> print(exp)
-write_file (call c1) in run 01J...: allowed
-  reason:   policy allow-list: ... | request: "tidy the notes"
+>>> from ledger.chain import assemble_chain
+>>> from ledger.model import Event
+>>> chain = assemble_chain([
+...     Event(kind="request", run_id="r1", args='"tidy the notes"', time="2026-11-30T14:00:00Z"),
+...     Event(kind="action", run_id="r1", call_id="c1", tool="write_file",
+...           args={"path": "notes.txt"}, verdict="allowed", reason="policy allow-list",
+...           refs=[{"source": "memory", "id": "m1", "hash": "sha256:ab12"}]),
+...     Event(kind="tool_result", run_id="r1", call_id="c1", tool="write_file",
+...           result='"ok"', duration_ms=3),
+... ])
+>>> print(chain.why("c1"))  # doctest: +ELLIPSIS
+write_file (call c1) in run r1: allowed
+  reason:   policy allow-list
   args:     {"path":"notes.txt"}
-  outcome:  succeeded in 3 ms
-  evidence: tool 01J... sha256:...
-  request:  "tidy the notes" (event 01J..., 2026-11-30T14:00:00Z)
+  outcome:  succeeded in 3 ms: "ok"
+  evidence: memory m1 sha256:ab12
+  request:  "tidy the notes" (event ..., 2026-11-30T14:00:00Z)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 >>> from ledger.report import build_report
 >>> from ledger.sinks import MemoryReader
->>> build_report(MemoryReader([])).total_events
+>>> build_report(MemoryReader([])).events
 0
 
 :mod:`ledger.report.model` holds the report's values, :mod:`ledger.report.build` builds

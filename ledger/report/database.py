@@ -1,7 +1,7 @@
 """``check_database(url)``: the health of a ledger database, without changing it.
 
 >>> result = check_database("sqlite:///ledger.db")            # doctest: +SKIP
->>> result.ok, result.revision, result.events, result.integrity
+>>> result.ok, result.revision, result.events, result.integrity  # doctest: +SKIP
 (True, '0001_events', 1520, 'ok')
 
 It reports the schema revision (against the newest this code knows), row counts (events,
