@@ -16,6 +16,7 @@ re-exports every public name.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Mapping
@@ -36,10 +37,13 @@ __all__ = [
     "final_id",
     "format_timestamp",
     "is_record_id",
+    "js_length",
+    "loads_as_js",
     "new_record_id",
     "record_sha",
     "sha256_hex",
     "utf8_len",
+    "well_formed",
 ]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
@@ -102,8 +106,30 @@ def canonical_json(value: object) -> str:
     return canonicalize(value, profile="gh-aw")
 
 
+def _js_int(text: str) -> int | float:
+    value = int(text)
+    return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else float(text)
+
+
+def _no_js_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_as_js(text: str | bytes) -> Any:
+    """Parse JSON text as JavaScript's ``JSON.parse`` does: an integer beyond ±(2**53-1)
+    becomes the nearest double, the last of two equal keys wins, NaN is refused. This is
+    the reading of evidence (faithful on read); what this library *writes* never holds
+    such an integer (:func:`canonical_json` refuses it, strict on write).
+
+    >>> canonical_json(loads_as_js("12345678901234567890"))
+    '12345678901234567000'
+    """
+    return json.loads(text, parse_int=_js_int, parse_constant=_no_js_constant)
+
+
 def sha256_hex(text: str) -> str:
-    """Hex SHA-256 of the UTF-8 bytes of ``text`` (lone surrogates kept as JS does)."""
+    """Hex SHA-256 of the UTF-8 bytes of ``text`` as JavaScript encodes it (a lone
+    surrogate hashes as U+FFFD)."""
     return hashlib.sha256(_utf8(text)).hexdigest()
 
 
@@ -113,10 +139,31 @@ def utf8_len(text: str) -> int:
 
 
 def _utf8(text: str) -> bytes:
+    """The UTF-8 bytes JavaScript makes of ``text`` (``Buffer.from``, ``TextEncoder``): a
+    surrogate pair is one character, a lone surrogate becomes U+FFFD."""
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
+        return well_formed(text).encode()
+
+
+def well_formed(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD (and surrogate pairs
+    joined), as JavaScript's ``toWellFormed`` and every UTF-8 encoder of it do."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def js_length(text: str) -> int:
+    """The length of ``text`` as JavaScript counts it, in UTF-16 code units."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def record_sha(record: Mapping[str, Any]) -> str:
@@ -140,7 +187,9 @@ def final_id(transaction_id: str, index: int) -> str:
     'ldg-56f73ce7-225c-46bb-863e-074a5b1a8744'
 
     ``transaction_id`` must be a string and ``index`` a non-negative integer (the
-    request's position in the whole batch); anything else raises ``RecordError``.
+    request's position in the whole batch); anything else raises ``RecordError``. The
+    text ``"<transaction_id>:<index>"`` is hashed as JavaScript encodes it to UTF-8: a
+    lone surrogate in the transaction id hashes as U+FFFD, as the reference's does.
     """
     if not isinstance(transaction_id, str):
         raise RecordError(

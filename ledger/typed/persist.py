@@ -15,22 +15,30 @@ Steps, all before anything is written:
    ``payload.id`` otherwise) is ``already_present`` when the payloads are canonically
    equal (an idempotent retry) and fails with "Conflicting ledger record ID" otherwise;
 4. build the new records (one linear parent chain per ledger, starting at the current
-   heads; the trusted clock's timestamp) and dry-run the reducers over history plus them.
+   heads; the trusted clock's timestamp) and dry-run the reducer as the reference does:
+   the history, then each new record **in order** (so a vote before its note in the same
+   batch is refused, "Vote references a missing note"); history values are checked with
+   the reference's schema subset, new values against the full Draft 2020-12 schema; then
+   the whole history must replay as a projection would.
 
 Only then are the records written, one shard (or a few, at the segment size) per ledger,
 all ledgers in **one** store transaction: a failure or a crash (even SIGKILL) at any
 step leaves the store as it was or with every ledger's records, never some of them
 (see :mod:`ledger.typed.filetxn`; a git store pushes every branch in one atomic push).
 
-The result reports counts, types and per request the id, transaction id, operation and
-status, **never a value**.
+The result reports, for **every configured ledger** in configuration order (one with no
+appends too: ``requested: 0`` ... ``transactions: []``, as the reference reports it),
+counts, types and per request the id, transaction id, operation and status, **never a
+value**.
 
 The ``transactions`` entries have exactly the reference's four keys (``id``,
 ``transaction_id``, ``operation``, ``validated``), one per request, whether it was
 persisted now or found already present (the counts say how many of each); raw ledgers
 report counts only, as upstream. A
 vote for a missing note raises :class:`InvalidVoteError` whose ``result`` is the
-reference's audit object ``{requested, persisted: 0, rejected: 1, invalid_vote_requests: 1}``.
+reference's audit object ``{requested, persisted: 0, rejected: 1, invalid_vote_requests: 1}``
+for that ledger only (the reference also lists the ledgers it had already pushed; here
+nothing was written, the transaction being all or nothing).
 Concurrent ``persist`` calls on one store are serialized by the store's lock (a folder
 store: an advisory ``flock`` on its root; threads and processes alike), so a retried
 artifact racing its first attempt is reconciled, never appended twice. A git store
@@ -50,7 +58,8 @@ from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.layout import LedgerChange, StoreError
 from ledger.typed.reconstruct import Reconstruction
 from ledger.typed.records import Record, canonical_json, format_timestamp, new_record_id
-from ledger.typed.reducers.simple import replay
+from ledger.typed.reducers.notes import NotesReducer
+from ledger.typed.reducers.simple import make_reducer, replay
 from ledger.typed.shard_writer import new_shards
 from ledger.typed.storage import LedgerStore
 from ledger.typed.transactions import Append, validate_artifact
@@ -114,7 +123,13 @@ def persist(
         plans = store.run_transaction(plan)
     except (StoreError, OSError) as exc:
         raise PersistError(f"Ledger records are not durable: {exc}") from None
-    ledgers = {plan.ledger.name: _report(plan, transaction_id) for plan in plans}
+    by_name = {plan.ledger.name: plan for plan in plans}
+    ledgers = {  # every configured ledger, in configuration order, as the reference reports
+        ledger.name: _report(
+            by_name.get(ledger.name) or _Plan(ledger=ledger, appends=[]), transaction_id
+        )
+        for ledger in config.ledgers
+    }
     log.info(
         "persisted transaction %s: %s",
         transaction_id,
@@ -196,10 +211,24 @@ def _chain(plan: _Plan, heads: Sequence[str], timestamp: str) -> list[Record]:
 
 def _dry_run(plan: _Plan, history: Reconstruction) -> None:
     ledger = plan.ledger
-    if ledger.type is None or not plan.records:
+    if ledger.type is None:
         return
     try:
-        replay(ledger, [*history.records, *plan.records])
+        # the reference's dry run: the history, then each new record, applied in order
+        # (so a vote before its note in one batch fails); history values are checked as
+        # the reference checked them, new ones against the full schema (strict on write)
+        reducer = make_reducer(ledger.type, schema=ledger.schema, key=ledger.key)
+        if isinstance(reducer, NotesReducer):
+            reducer.sequential = True
+        for record in history.records:
+            reducer.apply(record)
+        reducer.strict_schema = True
+        for record in plan.records:
+            reducer.apply(record)
+        for _, problem in reducer.finish():
+            raise problem
+        if plan.records:  # and what is pushed must project (the pre-push validation)
+            replay(ledger, [*history.records, *plan.records], ordered=True)
     except (LedgerError, ValueError, TypeError) as exc:
         message = str(exc)
         if ledger.type == "notes" and "missing note" in message:

@@ -37,6 +37,7 @@ from typing import Any, Final
 from ledger.errors import LedgerError, ReplayError
 from ledger.fsync import fsync_path
 from ledger.typed.config import KEY_RE, LedgerConfig, LedgerDef
+from ledger.typed.jsontext import well_formed
 from ledger.typed.reconstruct import Diagnostic, Reconstruction
 from ledger.typed.records import MAX_SAFE_INTEGER, canonical_json
 from ledger.typed.reducers.simple import ReplayResult, TableSpec, replay
@@ -264,10 +265,9 @@ def _cell(table: str, column: str, kind: str, value: Any) -> Any:
         return value
     elif kind != "text" or not isinstance(value, str):
         raise ReplayError(f"Replay cell {table}.{column} does not match its type {kind}: {value!r}")
-    if (
-        len(value) > MAX_CELL_BYTES // 4
-        and len(value.encode("utf-8", "surrogatepass")) > MAX_CELL_BYTES
-    ):
+    if not value.isascii():
+        value = well_formed(value)  # SQLite stores UTF-8: a lone surrogate becomes U+FFFD
+    if len(value) > MAX_CELL_BYTES // 4 and len(value.encode()) > MAX_CELL_BYTES:
         raise ReplayError(f"Replay cell exceeds size limit in {table}.{column}")
     return value
 
@@ -313,7 +313,16 @@ def _fill(
     conn.executemany(
         "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (i, r.id, r.sha, r.type, r.timestamp, r.payload_json(), r.shard or "", r.offset or 0)
+            (
+                i,
+                r.id,
+                r.sha,
+                well_formed(r.type),
+                r.timestamp,
+                well_formed(r.payload_json()),
+                r.shard or "",
+                r.offset or 0,
+            )
             for i, r in enumerate(reconstruction.records)
         ],
     )
@@ -323,7 +332,10 @@ def _fill(
     )
     conn.executemany(
         "INSERT INTO diagnostics VALUES (?, ?, ?, ?, ?, ?)",
-        [(i, d.code, d.file, d.line, d.id, d.detail) for i, d in enumerate(diagnostics)],
+        [
+            (i, d.code, d.file, d.line, d.id, d.detail and well_formed(d.detail))
+            for i, d in enumerate(diagnostics)
+        ],
     )
     for statement in GENERIC_INDEXES:  # after the bulk insert: cheaper than during it
         conn.execute(statement)
@@ -351,6 +363,6 @@ def _fill_replay(conn: sqlite3.Connection, ledger: LedgerDef, result: ReplayResu
             spec.name,
             json.dumps(dict(spec.columns), separators=(",", ":")),
         )
-        for spec in sorted(result.specs, key=lambda s: s.name)
+        for spec in result.specs  # the reducer's table order, as the reference inserts them
     ] or [(ledger.name, 1, result.record_count, script_sha, 1, "", "{}")]
     conn.executemany("INSERT INTO replay_metadata VALUES (?, ?, ?, ?, ?, ?, ?)", meta)

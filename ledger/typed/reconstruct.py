@@ -11,7 +11,9 @@ Faithful on read: a record repeated inside one shard file is deduplicated silent
 the reference does; since that is a writer bug it is kept as a ``duplicate-id``
 *warning* (``Reconstruction.warnings``), which never blocks replay. A UTF-8 byte-order
 mark at the start of a shard file is skipped, as the reference's decoder does (this
-library never writes one).
+library never writes one). Only names ending in ``.jsonl`` are shard files; other
+entries of the folder (such as the reference writer's ``<uuid>.pending`` staging files)
+are not read.
 """
 
 from __future__ import annotations
@@ -112,10 +114,13 @@ class _Reader:
 
     def _read_lines(self, name: str, data: bytes) -> None:
         seen_here: set[str] = set()
+        # TextDecoder drops a leading byte-order mark from the text, while the offsets
+        # stay those of the raw bytes: the first line starts at offset 0 either way.
         pos = len(_BOM) if data.startswith(_BOM) else 0
         line_no = 0
         while pos < len(data):
             line_no += 1
+            start = 0 if line_no == 1 else pos
             end = data.find(b"\n", pos)
             if end == -1:
                 self.diag(
@@ -126,7 +131,7 @@ class _Reader:
                     "the last line has no trailing newline; it was ignored",
                 )
                 return
-            self._read_line(name, line_no, pos, data[pos:end].decode(), seen_here)
+            self._read_line(name, line_no, start, data[pos:end].decode(), seen_here)
             pos = end + 1
 
     def _read_line(self, name: str, line_no: int, offset: int, text: str, seen: set[str]) -> None:
@@ -178,7 +183,9 @@ def _entry_problem(entry: ShardEntry, max_bytes: int | None) -> str | None:
 def reconstruct(name: str, entries: Iterable[ShardEntry], max_bytes: int | None) -> Reconstruction:
     """Reconstruct ledger ``name`` from its shard entries (any order; sorted here)."""
     reader = _Reader()
-    ordered = sorted(entries, key=lambda e: e.file)
+    # only *.jsonl names are shard files (the reference's own staging files and anything
+    # else in the folder are not read)
+    ordered = sorted((e for e in entries if e.file.endswith(".jsonl")), key=lambda e: e.file)
     if len(ordered) > MAX_SHARDS:
         reader.diag(
             "invalid-envelope",

@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Collection, Iterable
 
-from ledger.model.event import Ref, RefSource
+from ledger.model.values import Ref, RefSource
 from ledger.typed.config import LedgerConfig
 from ledger.typed.records import Record
 from ledger.typed.storage import LedgerStore

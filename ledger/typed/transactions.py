@@ -33,6 +33,7 @@ from typing import Any
 
 from ledger.errors import PersistError, RecordError
 from ledger.typed.config import LedgerConfig, LedgerDef
+from ledger.typed.jsontext import js_length
 from ledger.typed.limits import RESERVED_FIELDS, check_shape, stringify_bytes
 from ledger.typed.records import final_id
 from ledger.typed.reducers.simple import validate_operation
@@ -126,8 +127,12 @@ def normalize_appends(
 
 
 def _check_transaction_id(transaction_id: object, error: type[Exception]) -> None:
-    if not isinstance(transaction_id, str) or not 0 < len(transaction_id) <= 128:
-        raise error("Invalid ledger transaction ID: a non-empty string of at most 128 chars")
+    # JavaScript's length: UTF-16 code units (an emoji counts 2)
+    if not isinstance(transaction_id, str) or not 0 < js_length(transaction_id) <= 128:
+        raise error(
+            "Invalid ledger transaction ID: a non-empty string of at most 128 UTF-16 code "
+            "units (characters outside the Basic Multilingual Plane, such as emoji, count 2)"
+        )
 
 
 def _target(config: LedgerConfig, request: Mapping[str, Any]) -> LedgerDef:

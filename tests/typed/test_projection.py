@@ -130,7 +130,7 @@ def test_empty_notes_ledger_has_all_tables(tmp_path: Path) -> None:
     ]
     assert query(db, "SELECT count(*) FROM note_state") == [(0,)]
     names = [r[0] for r in query(db, "SELECT table_name FROM replay_metadata ORDER BY rowid")]
-    assert names == ["note_citations", "note_state", "note_votes", "notes"]
+    assert names == ["notes", "note_citations", "note_votes", "note_state"]  # reference order
 
 
 def test_note_with_no_votes_in_sqlite(tmp_path: Path) -> None:

@@ -26,6 +26,11 @@ def ledger(kind: str, **kw: Any) -> LedgerDef:
 TABLE = ledger(
     "table",
     key="id",
+    schema={"type": "object", "properties": {"score": {"type": "integer", "maxLength": 1}}},
+)
+TABLE_MAX = ledger(
+    "table",
+    key="id",
     schema={"type": "object", "properties": {"score": {"type": "integer", "maximum": 10}}},
 )
 
@@ -51,12 +56,28 @@ def test_log_keeps_duplicates_in_order(chain: Chain) -> None:
     assert [r["value"] for r in rows] == ['"x"', '"x"', '"y"']
 
 
-def test_log_schema_is_full_draft_2020_12(chain: Chain) -> None:
+def test_log_schema_on_replay_is_the_reference_subset(chain: Chain) -> None:
+    # faithful on read: minLength and pattern are not enforced by the reference's replay
+    loose = ledger("log", schema={"type": "string", "minLength": 2, "pattern": "^a"})
+    assert len(run(chain, loose, [{"operation": "append", "value": v} for v in ("a", "bb")])) == 2
+    with pytest.raises(ReplayError, match=r"does not match schema: \(root\) must be a string"):
+        run(chain, loose, [{"operation": "append", "value": 1}])
+
+
+def test_log_schema_on_write_is_full_draft_2020_12() -> None:
     strict = ledger("log", schema={"type": "string", "minLength": 2, "pattern": "^a"})
-    assert run(chain, strict, [{"operation": "append", "value": "ab"}])
+    assert validate_operation(strict, {"operation": "append", "value": "ab"}) == "append"
     for bad in ("a", "bb"):
-        with pytest.raises(ReplayError, match=r"does not match schema: \(root\)"):
-            run(chain, strict, [{"operation": "append", "value": bad}])
+        with pytest.raises(OperationError, match=r"does not match schema: \(root\)"):
+            validate_operation(strict, {"operation": "append", "value": bad})
+
+
+def test_a_table_update_breaking_maximum_replays_as_the_reference_does(chain: Chain) -> None:
+    ops = [
+        {"operation": "insert", "value": {"id": "a"}},
+        {"operation": "update", "key": "a", "patch": {"score": 11}},
+    ]
+    assert run(chain, TABLE_MAX, ops) == [{"key": "a", "value": '{"id":"a","score":11}'}]
 
 
 def test_set_add_remove(chain: Chain) -> None:
@@ -154,7 +175,7 @@ def test_table_upsert_replaces_whole_row(chain: Chain) -> None:
         (
             [
                 {"operation": "insert", "value": {"id": "a"}},
-                {"operation": "update", "key": "a", "patch": {"score": 11}},
+                {"operation": "update", "key": "a", "patch": {"score": 1.5}},
             ],
             "does not match schema",
         ),

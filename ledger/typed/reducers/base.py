@@ -13,6 +13,7 @@ from typing import Any, Final
 from ledger.errors import CanonicalizationError, RecordError, ReplayError
 from ledger.typed.jsontext import utf8_len
 from ledger.typed.records import MAX_SAFE_INTEGER, Record, canonical_json
+from ledger.typed.refschema import reference_error
 from ledger.typed.schema import compile_schema, first_error
 
 __all__ = [
@@ -118,9 +119,12 @@ def check_operation(ledger_type: str, payload: object) -> str:
             f"Invalid ledger operation fields for {operation}: need exactly "
             f"{sorted(required | {'operation'})} (got {sorted(keys)})",
         )
-    payload_id = payload.get("id")
-    if payload_id is not None and (not isinstance(payload_id, str) or utf8_len(payload_id) > 128):
-        raise OperationError("Invalid ledger operation fields: id must be a string of ≤128 bytes")
+    # payload.id: the reference checks it for notes only ("Invalid note record ID"); for the
+    # other types any JSON value is replayed as it is (this library writes final ids there)
+    if ledger_type == "notes" and "id" in payload:
+        payload_id = payload["id"]
+        if not isinstance(payload_id, str) or not payload_id or utf8_len(payload_id) > 128:
+            raise OperationError("Invalid note record ID: it must be a string of 1 to 128 bytes")
     return operation
 
 
@@ -130,15 +134,23 @@ class Reducer:
     ledger_type: str = ""
     specs: tuple[TableSpec, ...] = ()
 
+    #: ``False`` (replay): values are checked as the reference checks them
+    #: (:mod:`ledger.typed.refschema`); ``True`` (the write path): full Draft 2020-12.
+    strict_schema: bool = False
+
     def __init__(self, schema: Mapping[str, Any] | None = None, key: str | None = None) -> None:
+        self._schema = schema
         self._validator = compile_schema(schema) if schema is not None else None
         self.key = key
 
     def check_value(self, value: object) -> str:
         """The canonical text of ``value`` after the schema accepted it."""
         text = value_text(value)
-        if self._validator is not None:
-            problem = first_error(self._validator, value)
+        if self._schema is not None:
+            if self.strict_schema and self._validator is not None:
+                problem = first_error(self._validator, value)
+            else:
+                problem = reference_error(value, self._schema)
             if problem is not None:
                 raise OperationError(f"Ledger value does not match schema: {problem}")
         return text

@@ -185,6 +185,10 @@ class NotesReducer(Reducer):
 
     ledger_type = "notes"
     specs = NOTES_SPECS
+    #: ``False`` (replay, as the reference projects): every note first, then every vote.
+    #: ``True`` (the persistence dry run): records in the order given, so a vote before its
+    #: note fails with "Vote references a missing note", as the reference's dry run does.
+    sequential: bool = False
 
     def __init__(self, schema: Mapping[str, Any] | None = None, key: str | None = None) -> None:
         super().__init__(None, key)
@@ -211,6 +215,10 @@ class NotesReducer(Reducer):
         else:
             _check_vote(payload)
             self._pending_votes.append(record)
+        if self.sequential:  # the reference's persistence dry run: each record in turn
+            for failed, problem in self.finish():
+                assert failed is record
+                raise problem
 
     def finish(self) -> list[tuple[Record, OperationError]]:
         rejected: list[tuple[Record, OperationError]] = []

@@ -37,7 +37,7 @@ from ledger.typed.reducers.base import (
     safe_integer,
 )
 from ledger.typed.reducers.notes import NotesReducer
-from ledger.typed.schema import compile_schema, first_error
+from ledger.typed.refschema import reference_error
 
 __all__ = [
     "OperationError",
@@ -257,7 +257,11 @@ _REDUCERS: dict[str, type[Reducer]] = {
 
 
 def make_reducer(
-    ledger_type: str, *, schema: Mapping[str, Any] | None = None, key: str | None = None
+    ledger_type: str,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    key: str | None = None,
+    strict_schema: bool = False,
 ) -> Reducer:
     """A fresh reducer for a built-in type; ``Unknown built-in ledger type`` otherwise.
 
@@ -268,7 +272,9 @@ def make_reducer(
     cls = _REDUCERS.get(ledger_type)
     if cls is None:
         raise OperationError(f"Unknown built-in ledger type {ledger_type!r}")
-    return cls(schema, key)
+    reducer = cls(schema, key)
+    reducer.strict_schema = strict_schema
+    return reducer
 
 
 def validate_operation(ledger: LedgerDef, payload: object) -> str:
@@ -286,7 +292,7 @@ def validate_operation(ledger: LedgerDef, payload: object) -> str:
         raise OperationError(
             f"ledger {ledger.name!r} has no type: raw ledgers take records, not operations"
         )
-    reducer = make_reducer(ledger.type, schema=ledger.schema, key=ledger.key)
+    reducer = make_reducer(ledger.type, schema=ledger.schema, key=ledger.key, strict_schema=True)
     operation = check_operation(ledger.type, payload)
     assert isinstance(payload, dict)
     reducer.check_payload(operation, payload)
@@ -369,9 +375,9 @@ def _reject(
 
 
 def _replay_raw(ledger: LedgerDef, items: list[Record], strict: bool) -> ReplayResult:
-    validator = compile_schema(ledger.schema) if ledger.schema is not None else None
+    schema = ledger.schema
     rejected: list[Rejection] = []
-    if validator is not None:
+    if schema is not None:  # checked as the reference checks a branch (refschema)
         for record in items:
             payload = record.payload
             body = (
@@ -379,7 +385,7 @@ def _replay_raw(ledger: LedgerDef, items: list[Record], strict: bool) -> ReplayR
                 if isinstance(payload, dict)
                 else payload
             )
-            problem = first_error(validator, body)
+            problem = reference_error(body, schema)
             if problem is not None:
                 exc = OperationError(
                     "Ledger branch contains a record that violates its configured schema: "
