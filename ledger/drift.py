@@ -17,13 +17,13 @@ the reference and a prefixed one name the same content.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ledger.canonical import sha256_hex
 from ledger.errors import EventNotFound, ValidationError
 from ledger.model.values import Ref, RefSource
 
@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 
 
 def content_hash(content: str | bytes) -> str:
-    """``"sha256:"`` + hex SHA-256 of ``content`` (text is taken as UTF-8)."""
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    """``"sha256:"`` + hex SHA-256 of ``content`` (text is taken as UTF-8): the hash a
+    :class:`~ledger.model.Ref` captures (:func:`ledger.canonical.sha256_hex`)."""
+    return sha256_hex(content)
 
 
 def _norm(digest: str) -> str:

@@ -29,10 +29,10 @@ the head; a call's first result pairs.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ledger.canonical import sha256_hex
 from ledger.chain.explain import Explanation
 from ledger.chain.parts import (
     DENIED,
@@ -114,9 +114,7 @@ class Chain:
 def result_ref(result: Event) -> Ref:
     """The tool ref of a safe read: the result's event id and the SHA-256 of its raw
     result text (empty when it has none)."""
-    digest = ""
-    if result.result is not None:
-        digest = "sha256:" + hashlib.sha256(result.result.encode("utf-8")).hexdigest()
+    digest = "" if result.result is None else sha256_hex(result.result)
     return Ref(source=RefSource.TOOL, id=ulid_text(result.event_id), hash=digest)
 
 

@@ -30,13 +30,16 @@ from ledger.model.event import Event
 from ledger.model.values import Ref
 from ledger.timefmt import format_time
 
-__all__ = ["Explanation"]
+__all__ = ["Explanation", "clip"]
 
 _CLIP = 200
 _INDENT = " " * 12  # under the values: "  reason:   "
 
 
-def _clip(text: str, limit: int = _CLIP) -> str:
+def clip(text: str | None, limit: int = _CLIP) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when it was cut
+    (``None`` reads as empty): how every listing of a chain shortens a value."""
+    text = text or ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -123,8 +126,8 @@ class Explanation:
             return "no result recorded (crashed, still running, or the outcome write failed)"
         timing = f" in {result.duration_ms} ms"
         if outcome == "failed":
-            return f"failed{timing}: {_clip(result.err)}"
-        return f"succeeded{timing}: {_clip(result.result or '')}"
+            return f"failed{timing}: {clip(result.err)}"
+        return f"succeeded{timing}: {clip(result.result or '')}"
 
     def render(self, width: int | None = None) -> str:
         """The readable account. The reason and the gate's reason are shown whole,
@@ -136,7 +139,7 @@ class Explanation:
             f"{intent.tool or '?'} (call {intent.call_id or '?'}) in run "
             f"{intent.run_id or '?'}: {verdict}",
             *_field("reason", intent.reason or "(none recorded)", width),
-            f"  args:     {_clip(intent.args or '(none)')}",
+            f"  args:     {clip(intent.args or '(none)')}",
             f"  outcome:  {self._outcome()}",
         ]
         if self.decision is not None:
@@ -150,7 +153,7 @@ class Explanation:
             lines.append("  request:  (missing: the run's head was not recorded)")
         else:
             lines.append(
-                f"  request:  {_clip(self.request.args or self.request.preview or '')} "
+                f"  request:  {clip(self.request.args or self.request.preview or '')} "
                 f"(event {self.request.event_id}, {format_time(self.request.time)})"
             )
         lines.extend(f"  anomaly:  {a}" for a in self.anomalies)

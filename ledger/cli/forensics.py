@@ -19,6 +19,7 @@ from rich.tree import Tree
 
 from ledger.adapters.mcp.definitions import DefinitionResolver
 from ledger.chain import Action, Chain
+from ledger.chain.explain import Explanation, clip
 from ledger.cli.common import (
     db_option,
     emit_json,
@@ -30,7 +31,6 @@ from ledger.cli.common import (
     stdout,
     window_options,
 )
-from ledger.cli.why import json_value, why_dict, why_text
 from ledger.drift import RefCheck, Resolver, chain_refs, verify_refs
 from ledger.errors import LedgerError
 from ledger.model.event import Event
@@ -46,9 +46,26 @@ REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` sh
 _OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
 
 
-def _clip(text: str | None, limit: int = 120) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def raw_json_value(text: str | None) -> Any:
+    """A stored raw-JSON ``args`` or ``result`` as the value it encodes (``None`` stays
+    ``None``; text that does not parse, which the model never stores, stays text)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def why_dict(explanation: Explanation) -> dict[str, Any]:
+    """``ledger why --json``: ``Explanation.to_dict()`` with ``args``/``result`` (and the
+    request's ``args``) as JSON values, as ``ledger chain --json`` gives them."""
+    value = explanation.to_dict()
+    value["args"] = raw_json_value(value["args"])
+    value["result"] = raw_json_value(value["result"])
+    if value.get("request"):
+        value["request"]["args"] = raw_json_value(value["request"]["args"])
+    return value
 
 
 def event_dict(e: Event) -> dict[str, Any]:
@@ -63,12 +80,12 @@ def action_dict(a: Action) -> dict[str, Any]:
     return {
         "call_id": a.call_id,
         "tool": a.tool,
-        "args": json_value(a.intent.args),
+        "args": raw_json_value(a.intent.args),
         "verdict": str(a.verdict) if a.verdict else None,
         "reason": a.intent.reason,
         "outcome": a.outcome,
         "evidence": [r.to_dict() for r in a.evidence],
-        "result": json_value(result.result) if result else None,
+        "result": raw_json_value(result.result) if result else None,
         "err": result.err if result else "",
         "duration_ms": result.duration_ms if result else None,
         "time": format_time(a.intent.time),
@@ -143,7 +160,7 @@ def chain_tree(chain: Chain) -> Tree:
     """The rich tree of one chain: request, available, actions, anomalies."""
     tree = Tree(f"[bold]run {escape(chain.run_id)}[/] ({len(chain.events)} events)")
     req = chain.request
-    text = _clip(req.args or req.preview) if req else "[red](missing)[/]"
+    text = clip(req.args or req.preview, 120) if req else "[red](missing)[/]"
     tree.add(f"[bold]request[/]: {escape(text) if req else text}")
     avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
     for ref in chain.available:
@@ -155,13 +172,13 @@ def chain_tree(chain: Chain) -> Tree:
             f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: "
             f"{a.verdict or 'no verdict'} → [{style}]{a.outcome}[/]"
         )
-        reason = _clip(a.intent.reason, REASON_CLIP) or "(none recorded)"
+        reason = clip(a.intent.reason, REASON_CLIP) or "(none recorded)"
         node.add(f"reason: {escape(reason)}")
-        node.add(f"args: {escape(_clip(a.intent.args or '(none)'))}")
+        node.add(f"args: {escape(clip(a.intent.args or '(none)', 120))}")
         for ref in a.evidence:
             node.add(f"evidence: {escape(_ref_text(ref))}")
         if a.result is not None:
-            body = a.result.err or _clip(a.result.result)
+            body = a.result.err or clip(a.result.result, 120)
             node.add(f"result ({a.result.duration_ms} ms): {escape(body)}")
     if chain.anomalies:
         anomalies = tree.add(f"[bold red]anomalies[/] ({len(chain.anomalies)})")
@@ -205,7 +222,7 @@ def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
     if as_json:
         emit_json(why_dict(explanation))
     else:
-        click.echo(why_text(explanation, stdout().width))
+        click.echo(explanation.render(stdout().width))
 
 
 @click.command(short_help="Events filtered by run, kind, tool, verdict, time.")
@@ -261,7 +278,7 @@ def events(
         for e in found:
             count += 1
             last = str(e.event_id)
-            detail = _clip(e.err or e.reason or e.result or e.args or e.preview, 60)
+            detail = clip(e.err or e.reason or e.result or e.args or e.preview, 60)
             cells = [human_time(e.time)]
             cells += [escape(e.run_id)] if run_id is None else []
             cells += [
