@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ulid import ULID
 
 from ledger import Event, Kind, LedgerError, Ref, RefSource, ValidationError, Verdict
+from ledger.model import Actor, Approval
 
 FIELD_ORDER = [
     "event_id",
@@ -33,6 +34,7 @@ FIELD_ORDER = [
     "err",
     "duration_ms",
 ]
+WHO_ORDER = [*FIELD_ORDER, "actor", "approval"]  # the reference's 16, then who
 
 ZERO_ID = "00000000000000000000000000"
 EID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -488,6 +490,20 @@ events = st.builds(
     result=raw_field(),
     err=st.text(max_size=30),
     duration_ms=st.integers(min_value=0, max_value=2**63 - 1),
+    actor=st.none()
+    | st.builds(
+        Actor,
+        principal=st.text(max_size=20),
+        agent_id=st.text(max_size=10),
+        agent_version=st.text(max_size=5),
+    ),
+    approval=st.none()
+    | st.builds(
+        Approval,
+        approver=st.text(min_size=1, max_size=20),
+        time=st.none() | times,
+        reason=st.text(max_size=30),
+    ),
 )
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -513,7 +529,7 @@ def test_to_json_is_one_line_of_json_with_the_reference_layout(ev: Event) -> Non
     assert text.count("\n") == (ev.args or "").count("\n") + (ev.result or "").count("\n")
     decoded = json.loads(text)
     keys = _keys(text)
-    assert keys == [k for k in FIELD_ORDER if k in keys]
+    assert keys == [k for k in WHO_ORDER if k in keys]
     assert {"event_id", "time", "kind"} <= set(keys)
     assert decoded["event_id"] == str(ev.event_id)
     assert decoded["kind"] == ev.kind.value
@@ -749,3 +765,38 @@ def test_deeply_nested_json_is_refused_not_a_recursion_error() -> None:
     )
     with pytest.raises(ValidationError):
         Event.from_json(line)
+
+
+def test_who_is_optional_and_events_written_before_it_read_back_unchanged() -> None:
+    old = '{"event_id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","time":"2026-01-02T03:04:05Z","kind":"action"}'
+    ev = Event.from_json(old)
+    assert ev.actor is None and ev.approval is None and ev.principal == ""
+    assert ev.to_json() == old
+    who = ev.replace(
+        actor=Actor(principal="alice", agent_id="bot", agent_version="2"),
+        approval={"approver": "bob", "time": "2026-01-02T03:04:00Z", "reason": "ticket 7"},
+    )
+    text = who.to_json()
+    assert text.endswith(
+        ',"actor":{"principal":"alice","agent_id":"bot","agent_version":"2"},'
+        '"approval":{"approver":"bob","time":"2026-01-02T03:04:00Z","reason":"ticket 7"}}'
+    )
+    assert Event.from_json(text) == who
+    assert Event.from_json(text.replace(",", ", ")) == who  # the exact path too
+    assert who.principal == "alice"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("actor", {"principal": 3}, "actor.principal"),
+        ("actor", {"user": "x"}, "unknown field 'user'"),
+        ("actor", "alice", "expected an object"),
+        ("approval", {"reason": "ok"}, "approver is missing"),
+        ("approval", {"approver": ""}, "approver"),
+        ("approval", {"approver": "bob", "time": "noon"}, "approval.time"),
+    ],
+)
+def test_bad_who_is_refused_naming_the_field(field: str, value: object, said: str) -> None:
+    with pytest.raises(ValidationError, match=said):
+        Event(kind="action", **{field: value})  # type: ignore[arg-type]

@@ -12,6 +12,16 @@ from __future__ import annotations
 
 from ledger.ids import new_event_id
 from ledger.model.event import Event
-from ledger.model.values import MAX_NESTING, Kind, Ref, RefSource, Verdict
+from ledger.model.values import MAX_NESTING, Actor, Approval, Kind, Ref, RefSource, Verdict
 
-__all__ = ["MAX_NESTING", "Event", "Kind", "Ref", "RefSource", "Verdict", "new_event_id"]
+__all__ = [
+    "MAX_NESTING",
+    "Actor",
+    "Approval",
+    "Event",
+    "Kind",
+    "Ref",
+    "RefSource",
+    "Verdict",
+    "new_event_id",
+]

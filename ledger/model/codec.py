@@ -27,7 +27,7 @@ from ulid import ULID
 from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_bytes
 from ledger.errors import ValidationError
 from ledger.ids import coerce_event_id, ulid_text
-from ledger.model.values import INT64_MAX, JSON_WS, Kind, Ref, RefSource, Verdict
+from ledger.model.values import INT64_MAX, JSON_WS, Actor, Approval, Kind, Ref, RefSource, Verdict
 from ledger.timefmt import coerce_time, format_time
 
 
@@ -66,6 +66,10 @@ class EventFields(Protocol):
     def err(self) -> str: ...
     @property
     def duration_ms(self) -> int: ...
+    @property
+    def actor(self) -> Actor | None: ...
+    @property
+    def approval(self) -> Approval | None: ...
 
 
 E = TypeVar("E", bound=EventFields)
@@ -88,7 +92,8 @@ _decoder = json.JSONDecoder(parse_constant=_refuse_constant)
 _RAW_FIELDS = ("args", "result")
 _KNOWN = frozenset(
     ("event_id", "refs", "time", "duration_ms", "args", "result", "run_id", "call_id",
-     "agent_path", "kind", "tool", "label", "preview", "verdict", "reason", "err")
+     "agent_path", "kind", "tool", "label", "preview", "verdict", "reason", "err",
+     "actor", "approval")
 )  # fmt: skip
 _STR_FIELDS = (
     "run_id", "call_id", "agent_path", "kind", "tool", "label", "preview", "verdict",
@@ -98,8 +103,8 @@ _STR_FIELDS = (
 
 def event_to_json(ev: EventFields) -> str:
     """Serialize ``ev``: event_id, run_id, call_id, refs, time, agent_path, kind, tool,
-    label, preview, args, verdict, reason, result, err, duration_ms; empty ones omitted
-    (event_id, time and kind always written)."""
+    label, preview, args, verdict, reason, result, err, duration_ms, then actor and
+    approval; empty ones omitted (event_id, time and kind always written)."""
     return orjson.dumps(_members(ev, ulid_text(ev.event_id), format_time(ev.time))).decode()
 
 
@@ -151,6 +156,20 @@ def _members(ev: EventFields, event_id: str, time: str) -> dict[str, Any]:
         out["err"] = ev.err
     if ev.duration_ms:
         out["duration_ms"] = ev.duration_ms
+    if ev.actor is not None:
+        out["actor"] = ev.actor.to_dict()
+    if ev.approval is not None:
+        out["approval"] = approval_dict(ev.approval)
+    return out
+
+
+def approval_dict(approval: Approval) -> dict[str, str]:
+    """An approval's JSON members (``time`` in the one RFC 3339 form), empty ones out."""
+    out = {"approver": approval.approver}
+    if approval.time is not None:
+        out["time"] = format_time(approval.time)
+    if approval.reason:
+        out["reason"] = approval.reason
     return out
 
 
@@ -307,7 +326,7 @@ def _event_from_json(cls: type[E], text: str | bytes) -> E:
             if not isinstance(value, list):
                 raise ValidationError(f"refs: expected an array, got {type(value).__name__}")
             kwargs[key] = value
-        elif key == "duration_ms":
+        elif key in ("duration_ms", "actor", "approval"):
             kwargs[key] = value
     return cls(**kwargs)
 
@@ -368,6 +387,16 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     except ValidationError:
         return None
     args, result = get("args", _ABSENT), get("result", _ABSENT)
+    who, approval = get("actor"), get("approval")
+    try:
+        actor = None if who is None else Actor.from_dict(who)
+        approved = None if approval is None else Approval.from_dict(approval)
+    except (ValidationError, TypeError):
+        return None
+    if (actor is not None and not actor) or (
+        approved is not None and approval_dict(approved) != approval
+    ):
+        return None  # not what to_json writes: the exact path decides
     ev = object.__new__(cls)
     set_ = object.__setattr__
     for name, value in zip(_TEXT_FIELDS, texts, strict=True):
@@ -378,6 +407,8 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     set_(ev, "refs", refs)
     set_(ev, "verdict", verdict or None)
     set_(ev, "duration_ms", duration)
+    set_(ev, "actor", actor)
+    set_(ev, "approval", approved)
     set_(ev, "args", None if args is _ABSENT else orjson.dumps(args).decode("utf-8"))
     set_(ev, "result", None if result is _ABSENT else orjson.dumps(result).decode("utf-8"))
     return ev

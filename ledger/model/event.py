@@ -26,6 +26,8 @@ from ledger.ids import coerce_event_id, new_event_id
 from ledger.model.codec import event_from_json, event_to_json
 from ledger.model.values import (
     INT64_MAX,
+    Actor,
+    Approval,
     Kind,
     Ref,
     Verdict,
@@ -46,6 +48,12 @@ class Event:
     The constructor is keyword-only and takes the plain strings as well as the enum
     members, a list of refs (or their dicts), and ``args``/``result`` as raw JSON text or
     as a Python value; attributes always hold the normalized forms.
+
+    Beyond the reference's 16 fields, two optional ones say *who*: ``actor``
+    (:class:`~ledger.model.values.Actor`: the principal the run acts for, the agent's id
+    and version) and ``approval`` (:class:`~ledger.model.values.Approval`: who approved
+    the call, when, why). Both are left out of the JSON when empty, so events written
+    before them read back unchanged and the reference reads ours.
     """
 
     kind: Kind
@@ -64,6 +72,8 @@ class Event:
     result: str | None
     err: str
     duration_ms: int
+    actor: Actor | None
+    approval: Approval | None
 
     def __init__(
         self,
@@ -84,6 +94,8 @@ class Event:
         result: object = None,
         err: str = "",
         duration_ms: int = 0,
+        actor: Actor | Mapping[str, str] | None = None,
+        approval: Approval | Mapping[str, Any] | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "kind", enum_value(Kind, kind, "kind"))
@@ -102,6 +114,14 @@ class Event:
         if not 0 <= duration_ms <= INT64_MAX:
             raise ValidationError(f"duration_ms: {duration_ms} is outside 0..2**63-1")
         set_(self, "duration_ms", duration_ms)
+        who = None if actor is None else Actor.from_dict(actor)
+        set_(self, "actor", who or None)  # an empty actor is no actor
+        set_(self, "approval", None if approval is None else Approval.from_dict(approval))
+
+    @property
+    def principal(self) -> str:
+        """The principal the run acts for (``actor.principal``), "" when unknown."""
+        return self.actor.principal if self.actor is not None else ""
 
     def to_json(self) -> str:
         """The reference's JSON (field order and omit-empty rules); ``args``/``result``

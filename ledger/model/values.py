@@ -15,17 +15,21 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 import orjson
 
 from ledger.errors import ValidationError
+from ledger.timefmt import coerce_time
 
 __all__ = [
     "INT64_MAX",
     "JSON_WS",
     "MAX_NESTING",
+    "Actor",
+    "Approval",
     "Kind",
     "Ref",
     "RefSource",
@@ -208,3 +212,86 @@ def refs_value(value: object) -> tuple[Ref, ...]:
         else:
             raise ValidationError(f"refs[{i}]: expected a Ref, got {type(item).__name__}")
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Actor:
+    """Who a run acts as and for: the principal (the user or service the agent works
+    for) and the agent's own id and version (its path in a multi-agent system is the
+    event's ``agent_path``). Every field is optional; the gate writes it on each event of
+    a run started with ``Gate.run(..., principal=...)``.
+
+    >>> Actor(principal="alice@example.com", agent_id="triage-bot", agent_version="1.4")
+    Actor(principal='alice@example.com', agent_id='triage-bot', agent_version='1.4')
+    """
+
+    principal: str = ""
+    agent_id: str = ""
+    agent_version: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("principal", "agent_id", "agent_version"):
+            text_value(getattr(self, name), f"actor.{name}")
+
+    def __bool__(self) -> bool:
+        return bool(self.principal or self.agent_id or self.agent_version)
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON shape: only the fields that are set."""
+        return {k: v for k, v in self._items() if v}
+
+    def _items(self) -> tuple[tuple[str, str], ...]:
+        return (
+            ("principal", self.principal),
+            ("agent_id", self.agent_id),
+            ("agent_version", self.agent_version),
+        )
+
+    @classmethod
+    def from_dict(cls, data: object) -> Actor:
+        """Build it from its JSON object; ``ValidationError`` on another shape."""
+        if isinstance(data, Actor):
+            return data
+        if not isinstance(data, dict):
+            raise ValidationError(f"actor: expected an object, got {type(data).__name__}")
+        unknown = sorted(set(data) - {"principal", "agent_id", "agent_version"})
+        if unknown:
+            raise ValidationError(f"actor: unknown field {unknown[0]!r}")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approval:
+    """Who approved a call, when, and why: on the ``gate_decision`` and ``action`` of a
+    call an approver allowed (or refused). ``time`` is when the approver answered (it
+    may be earlier than the decision was recorded).
+
+    >>> Approval(approver="bob", reason="change ticket 4711").approver
+    'bob'
+    """
+
+    approver: str
+    time: datetime | None = None
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        text_value(self.approver, "approval.approver")
+        if not self.approver:
+            raise ValidationError("approval.approver: name who approved (it is empty)")
+        text_value(self.reason, "approval.reason")
+        if self.time is not None:
+            object.__setattr__(self, "time", coerce_time(self.time, field="approval.time"))
+
+    @classmethod
+    def from_dict(cls, data: object) -> Approval:
+        """Build it from its JSON object; ``ValidationError`` on another shape."""
+        if isinstance(data, Approval):
+            return data
+        if not isinstance(data, dict):
+            raise ValidationError(f"approval: expected an object, got {type(data).__name__}")
+        unknown = sorted(set(data) - {"approver", "time", "reason"})
+        if unknown:
+            raise ValidationError(f"approval: unknown field {unknown[0]!r}")
+        if "approver" not in data:
+            raise ValidationError("approval: the approver is missing")
+        return cls(**data)
