@@ -23,6 +23,7 @@ from ledger.errors import ConfigError, PersistError, QueryError
 
 if TYPE_CHECKING:
     from ledger.typed.config import LedgerConfig
+    from ledger.typed.storage import LedgerStore
 
 __all__ = ["load_config", "register", "typed"]
 
@@ -32,20 +33,22 @@ __all__ = ["load_config", "register", "typed"]
 _WHERE = re.compile(r"tools\.ledger((?:\.[A-Za-z0-9_-]+)*)")
 _PROPERTY = re.compile(r'property "([^"]+)"')
 _CONFIG = click.argument("config", type=click.Path(path_type=Path, dir_okay=False))
-_STORE = click.option(
-    "--store",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards).",
+_STORE_HELP = (
+    "The typed-ledger store: a folder (holding ledgers/NAME/ledger/shards), or git+PATH or "
+    "git+URL for a repository's ledgers/NAME branches (nothing is checked out)."
 )
-# Commands that only read a store refuse a missing one: a typo must not look like an
+_STORE = click.option("--store", "store", required=True, metavar="STORE", help=_STORE_HELP)
+# Commands that only read a store refuse a missing folder: a typo must not look like an
 # empty ledger. `persist` may create it.
 _EXISTING_STORE = click.option(
-    "--store",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Root of the typed-ledger store (holds ledgers/NAME/ledger/shards); must exist.",
+    "--store", "store", required=True, metavar="STORE", help=_STORE_HELP + " Must exist."
 )
+
+
+def _open(store: str, config: LedgerConfig, *, must_exist: bool) -> LedgerStore:
+    from ledger.typed.opening import open_store
+
+    return open_store(store, config, must_exist=must_exist)
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
@@ -124,10 +127,26 @@ def typed() -> None:
 
 @typed.command()
 @_CONFIG
+@click.option(
+    "--store",
+    "store",
+    metavar="STORE",
+    help="Also read every ledger of this store (a folder, or git+PATH_OR_URL).",
+)
 @json_option
-def check(config: Path, as_json: bool) -> None:
-    """Validate CONFIG; errors name the file, line and column."""
+def check(config: Path, store: str | None, as_json: bool) -> None:
+    """Validate CONFIG; errors name the file, line and column.
+
+    Reports the schema keywords the reference engine does not enforce on replay, and with
+    --store each ledger's record count, diagnostics and warnings (exit 1 when a ledger
+    has diagnostics: it would not replay)."""
+    from ledger.typed.checking import check_ledgers
+
     parsed = load_config(config)
+    findings = check_ledgers(
+        parsed, None if store is None else _open(store, parsed, must_exist=True)
+    )
+    by_name = {f.name: f for f in findings}
     rows = [
         {
             "name": d.name,
@@ -137,20 +156,51 @@ def check(config: Path, as_json: bool) -> None:
             "max_record_kb": d.max_record_kb,
             "max_segment_kb": d.max_segment_kb,
             "compaction": d.compaction.enabled,
+            "reference_ignores": list(by_name[d.name].ignored_keywords),
         }
+        | (
+            {}
+            if store is None
+            else {
+                "records": by_name[d.name].records,
+                "diagnostics": [str(x) for x in by_name[d.name].diagnostics or ()],
+                "warnings": [str(x) for x in by_name[d.name].warnings or ()],
+            }
+        )
         for d in parsed.ledgers
     ]
+    failed = [f.name for f in findings if not f.ok]
     if as_json:
-        emit_json({"valid": True, "ledgers": rows})
-        return
+        emit_json({"valid": not failed, "ledgers": rows})
+    else:
+        _print_check(config, rows, store is not None)
+    if failed:
+        raise SystemExit(1)
+
+
+def _print_check(config: Path, rows: list[dict[str, Any]], with_store: bool) -> None:
     console = stdout()
     console.print(f"{escape(str(config))}: valid, {len(rows)} ledger(s)", soft_wrap=True)
     table = Table()
-    for name in ("name", "type", "key", "schema", "max record kB", "max segment kB", "compaction"):
+    names = ["name", "type", "key", "schema", "max record kB", "max segment kB", "compaction"]
+    for name in names + (["records"] if with_store else []):
         table.add_column(name)
     for r in rows:
-        table.add_row(*(escape(_cell(v)) for v in r.values()))
+        cells = [r[k] for k in list(r)[:7]] + ([r["records"]] if with_store else [])
+        table.add_row(*(escape(_cell(v)) for v in cells))
     console.print(table)
+    for r in rows:
+        if r["reference_ignores"]:
+            console.print(
+                f"note: {escape(r['name'])}: the reference engine does not enforce "
+                f"{escape(', '.join(r['reference_ignores']))} when it replays; histories it "
+                "wrote may break them (this library enforces them on what it writes)",
+                soft_wrap=True,
+            )
+        for w in r.get("warnings", ()):
+            console.print(f"warning: {escape(r['name'])}: {escape(w)}", soft_wrap=True)
+        for d in r.get("diagnostics", ()):
+            console.print(f"error: {escape(r['name'])}: {escape(d)}", soft_wrap=True)
 
 
 def _cell(value: object) -> str:
@@ -165,13 +215,12 @@ def _cell(value: object) -> str:
 @click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--lenient", is_flag=True, help="Quarantine bad records instead of failing.")
 @json_option
-def project(config: Path, store: Path, out: Path, lenient: bool, as_json: bool) -> None:
+def project(config: Path, store: str, out: Path, lenient: bool, as_json: bool) -> None:
     """Replay every ledger into read-only SQLite projections under --out."""
     from ledger.typed.projection import build_projection
-    from ledger.typed.store import ShardStore
 
     parsed = load_config(config)
-    shards = ShardStore(store, parsed)
+    shards = _open(store, parsed, must_exist=True)
     with progress(f"projecting {len(parsed.ledgers)} ledger(s)") as update:
         paths = build_projection(parsed, shards, out, strict=not lenient)
         update(len(paths))
@@ -194,11 +243,10 @@ def _print_paths(paths: dict[str, Path], as_json: bool) -> None:
 @_CONFIG
 @_STORE
 @click.argument("artifact", type=click.Path(path_type=Path, dir_okay=False))
-def persist(config: Path, store: Path, artifact: Path) -> None:
+def persist(config: Path, store: str, artifact: Path) -> None:
     """Validate and append a transaction ARTIFACT (JSON) to the store; prints the result
     (ids, counts and statuses, never the values)."""
     from ledger.typed.persist import persist as persist_artifact
-    from ledger.typed.store import ShardStore
     from ledger.typed.transactions import read_artifact
 
     parsed = load_config(config)
@@ -208,7 +256,7 @@ def persist(config: Path, store: Path, artifact: Path) -> None:
         data = read_artifact(artifact)
     except PersistError as exc:
         raise PersistError(f"{artifact}: {exc}") from None
-    shards = ShardStore(store, parsed)
+    shards = _open(store, parsed, must_exist=False)
     with progress("persisting") as update:
         result = persist_artifact(parsed, shards, data)
         update(1)
@@ -221,13 +269,12 @@ def persist(config: Path, store: Path, artifact: Path) -> None:
 @click.option("--ledger", "name", required=True, help="The ledger to compact.")
 @click.option("--dry-run", is_flag=True, help="Plan and validate, write nothing.")
 @json_option
-def compact(config: Path, store: Path, name: str, dry_run: bool, as_json: bool) -> None:
+def compact(config: Path, store: str, name: str, dry_run: bool, as_json: bool) -> None:
     """Merge small shard files of one ledger into a segment, losslessly."""
     from ledger.typed.compaction.apply import apply_compaction, plan_compaction
-    from ledger.typed.store import ShardStore
 
     parsed = load_config(config)
-    shards = ShardStore(store, parsed)
+    shards = _open(store, parsed, must_exist=True)
     with progress(f"compacting {name}") as update:
         plan = plan_compaction(parsed, shards, name)
         outcome = None if plan is None else apply_compaction(parsed, shards, plan, dry_run=dry_run)
@@ -262,11 +309,10 @@ def compact(config: Path, store: Path, name: str, dry_run: bool, as_json: bool) 
 @click.option("--limit", type=click.IntRange(1, 500), default=100, show_default=True)
 @click.option("--after", metavar="CURSOR", help="Continue after this cursor (sha256:...).")
 def query(
-    config: Path, store: Path, name: str, where: str | None, limit: int, after: str | None
+    config: Path, store: str, name: str, where: str | None, limit: int, after: str | None
 ) -> None:
     """Records of one ledger matching --where, as JSON (records and next_cursor)."""
     from ledger.typed.query import query_records
-    from ledger.typed.store import ShardStore
     from ledger.typed.strictjson import loads_strict
 
     parsed = load_config(config)
@@ -275,7 +321,7 @@ def query(
         predicates = loads_strict(where) if where else None
     except ValueError as exc:
         raise QueryError(f"--where is not JSON: {exc}") from None
-    shards = ShardStore(store, parsed)
+    shards = _open(store, parsed, must_exist=True)
     page = query_records(shards, name, where=predicates, limit=limit, after=after)
     emit_json({"records": [r.as_dict() for r in page.records], "next_cursor": page.next_cursor})
 

@@ -20,6 +20,7 @@ from ledger.errors import LedgerError
 from ledger.typed.config import parse_serialized_config
 from ledger.typed.projection import build_projection
 from ledger.typed.reducers.simple import replay
+from ledger.typed.storage import LedgerStore
 from ledger.typed.store import ShardStore
 
 ORACLE = Path(__file__).resolve().parent.parent / "vectors" / "ghaw-oracle"
@@ -96,12 +97,15 @@ def _norm(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=True))
 
 
-def check_projection_case(case: dict[str, Any], tmp: Path) -> list[str]:
-    """Every difference between our reading of ``case`` and the reference's."""
+def check_projection_case(
+    case: dict[str, Any], tmp: Path, store: LedgerStore | None = None
+) -> list[str]:
+    """Every difference between our reading of ``case`` and the reference's (from a
+    folder store written here, or from ``store`` holding the case's shard files)."""
     expected = case["expected"]
     name = case["config"]["name"]
     problems: list[str] = []
-    store = write_store(case, tmp / "store")
+    store = store if store is not None else write_store(case, tmp / "store")
     config = store.config
     assert config is not None
     rec = store.read(name)
