@@ -393,3 +393,27 @@ def test_an_unwritable_ledger_denies_non_safe_calls_and_serves_safe_ones(
     assert repo_state(repo) == before
     assert not status.is_error and "new.txt" in text(status)
     assert not again.is_error
+
+
+def test_modern_requests_naming_a_session_in_meta_are_one_run(tmp_path: Path) -> None:
+    from ledger.adapters.mcp.gateway import SESSION_META_KEY
+
+    db = tmp_path / "l.db"
+
+    async def main() -> None:
+        with SQLiteSink(db) as sink:
+            gate = Gate(sink, safe_tools={"get_current_time"})
+            async with McpGateway(gate, time_server()) as gw, Client(gw.server) as c:
+                for tz in ("Etc/UTC", "Europe/Paris"):
+                    await c.call_tool(
+                        "get_current_time", {"timezone": tz}, meta={SESSION_META_KEY: "agent-7"}
+                    )
+                await c.call_tool("get_current_time", {"timezone": "Asia/Tokyo"})
+
+    run(main)
+    with SQLiteSink(db) as sink:
+        by_run: dict[str, int] = {}
+        for e in sink.events(kind=Kind.TOOL_RESULT):
+            by_run[e.run_id] = by_run.get(e.run_id, 0) + 1
+        assert sorted(by_run.values()) == [1, 2]
+        assert all(r.ended for r in sink.runs())

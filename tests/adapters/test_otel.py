@@ -31,7 +31,7 @@ from tests.adapters.conftest import PY, env
 
 def record_runs(sink: Any) -> tuple[str, str]:
     gate = Gate(sink, policy=AllowList(["write_file"]), safe_tools={"read_file"})
-    with gate.run("tidy the notes; token sk-abcdefghijklmnopqrstuvwx", agent_path="planner") as r1:
+    with gate.run("tidy the notes; api_key=abcd1234efgh5678", agent_path="planner") as r1:
         r1.call("read_file", {"path": "notes.txt"}, lambda path: "hello", call_id="c-read")
         r1.call(
             "write_file", {"path": "out.txt", "text": "hi"}, lambda path, text: 2, call_id="c-write"
@@ -90,7 +90,7 @@ def check_spans(spans: Any, run1: str, run2: str, *, content: bool) -> None:
             "text": "hi",
         }
         assert tools["c-write"].attributes["gen_ai.tool.call.result"] == "2"
-        assert "sk-abcdefghijklmnopqrstuvwx" not in root.attributes["agentledger.request"]
+        assert "abcd1234efgh5678" not in root.attributes["agentledger.request"]
 
 
 @pytest.mark.parametrize("content", [False, True])

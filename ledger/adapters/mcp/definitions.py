@@ -37,9 +37,9 @@ from typing import Any
 from ledger.canonical import sha256_of
 from ledger.drift import EventResolver
 from ledger.errors import LedgerError, ValidationError
-from ledger.model.event import Event
+from ledger.model import Event
 from ledger.model.values import Kind, Ref, RefSource
-from ledger.sinks.base import Reader
+from ledger.sinks import Reader
 
 __all__ = [
     "DEFINITION_FIELDS",

@@ -28,8 +28,11 @@
   shows the calls made under the old definition as drifted.
 - **Sessions are runs**: a client session (a stdio connection, a handshake-era HTTP
   session, an in-process legacy connection) is one run, ended when the session ends.
-  A 2026-07-28 request without a session (streamable HTTP, in-process modern mode) is
-  its own exchange and so its own run. The run's ``agent_path`` is the client's name.
+  The 2026-07-28 protocol has no sessions: such a request is its own exchange and so its
+  own run, unless it names a session in its ``_meta`` (``"io.agentledger/session":
+  "<any id>"``): requests naming the same session are one run, ended after
+  ``session_idle`` seconds without a call or when the gateway stops. The run's
+  ``agent_path`` is the client's name.
 - **Faults**: a downstream server that exits, hangs (``call_timeout``) or answers with
   something that is not a tool result fails the call with an MCP error, recorded as the
   call's error; once it has exited, every call is denied with the reason. A ledger that
@@ -49,6 +52,7 @@ import inspect
 import logging
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -75,6 +79,7 @@ from ledger.model.values import Ref, Verdict
 
 __all__ = [
     "DENIED_PREFIX",
+    "SESSION_META_KEY",
     "GatewayError",
     "GatewayStopped",
     "McpGateway",
@@ -87,6 +92,8 @@ log = logging.getLogger(__name__)
 
 DENIED_PREFIX = "agentledger denied this call: "
 POLICY_ID = "mcp-gateway"
+SESSION_META_KEY = "io.agentledger/session"
+_YIELDS = 3  # event-loop turns a forwarded answer gets before its record is built
 _Downstream = StdioServerParameters | str | Server[Any] | Client
 
 
@@ -121,7 +128,9 @@ class _Session:
     key: object
     recorded: set[str] = field(default_factory=set)  # definition hashes recorded in the run
     call_ids: set[str] = field(default_factory=set)
+    pending: set[asyncio.Future[Any]] = field(default_factory=set)  # calls of the run
     inflight: int = 0
+    used: float = 0.0
     interrupted: bool = False
     ended: bool = False
 
@@ -194,7 +203,7 @@ class McpGateway:
     """A gated MCP server in front of ``downstream``.
 
     ``McpGateway(gate, downstream, *, name=None, pins=None, call_timeout=None,
-    list_timeout=30.0)``; use it as ``async with``. ``downstream`` is a
+    list_timeout=30.0, session_idle=600.0)``; use it as ``async with``. ``downstream`` is a
     ``StdioServerParameters`` (a command), a streamable-HTTP URL, an in-process MCP
     ``Server``, or an entered ``mcp.Client`` the caller owns. ``gate`` supplies the sink,
     policy, safe tools and redaction (the gateway puts its own refusals in front of the
@@ -213,6 +222,7 @@ class McpGateway:
         pins: Pins | str | os.PathLike[str] | None = None,
         call_timeout: float | None = None,
         list_timeout: float = 30.0,
+        session_idle: float = 600.0,
     ) -> None:
         if not isinstance(gate, Gate):
             raise TypeError(f"gate must be a ledger Gate, got {type(gate).__name__}")
@@ -233,10 +243,14 @@ class McpGateway:
         self._down: Client | None = None
         self._stack: AsyncExitStack | None = None
         self._sessions: dict[object, _Session] = {}
+        self._named: dict[object, _Session] = {}  # sessions named in `_meta`
+        self._swept = 0.0
+        self.session_idle = session_idle
         self._list_lock = asyncio.Lock()
         self._fixed_key: object | None = None
         self._stopping = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()  # calls not yet answered
+        self._background: set[asyncio.Future[Any]] = set()  # records still being written
         self._server: Server[Any] | None = None
         self.stdio_runs_one_session = False
 
@@ -281,14 +295,24 @@ class McpGateway:
             with contextlib.suppress(Exception):
                 await stack.aclose()
 
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Wait until the records of the calls answered so far are written (a call's
+        answer goes out before its ``tool_result`` is recorded)."""
+        waiting = [t for s in self._sessions.values() for t in s.pending if not t.done()] + [
+            t for t in self._background if not t.done()
+        ]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout)
+
     async def _cancel_inflight(self, timeout: float = 10.0) -> None:
-        """Cancel the calls still running (each records ``cancelled``) and let them settle."""
-        me = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not me and not t.done()]
+        """Cancel the calls still running (each records ``cancelled``) and let them and
+        the records still being written settle."""
+        tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+        waiting = [t for t in (*tasks, *self._background) if not t.done()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout)
 
     # --- the upstream server -----------------------------------------------------------
 
@@ -341,19 +365,47 @@ class McpGateway:
         if tool is not None and tool.state != "duplicate":
             await self._record_definitions(session, [name])
             evidence.append(definition_ref(self.name, name, tool.digest))
-        outcome: dict[str, Any] = {}
+        answer: asyncio.Future[types.CallToolResult] = asyncio.get_running_loop().create_future()
 
         async def forward(**kwargs: Any) -> Any:
             result = await self._forward(name, kwargs, params)
-            outcome["result"] = result
+            if not answer.done():
+                answer.set_result(result)  # the client gets its answer now
+                # let the answer go out before the gate records it (the record is written
+                # meanwhile, and the run's end waits for it)
+                for _ in range(_YIELDS):
+                    await asyncio.sleep(0)
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
+        call = asyncio.ensure_future(
+            session.run.acall(name, args, forward, call_id=call_id, evidence=evidence)
+        )
+        self._tasks.add(call)
+        session.pending.add(call)
+        call.add_done_callback(session.pending.discard)
+        call.add_done_callback(self._tasks.discard)
+        call.add_done_callback(_retrieve)
+        call.add_done_callback(lambda _: answer.done() or answer.cancel())
         session.inflight += 1
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
         try:
-            await session.run.acall(name, args, forward, call_id=call_id, evidence=evidence)
+            try:
+                result = await answer
+            except asyncio.CancelledError:
+                if not call.done() or call.cancelled():
+                    raise  # this handler was cancelled (else: the call ended without a result)
+        except BaseException:  # the client left or the gateway stops: the call is cancelled
+            call.cancel()
+            session.interrupted = True
+            raise
+        finally:
+            session.inflight -= 1
+            if ephemeral:
+                self._later(self._end(session))
+        if answer.done() and not answer.cancelled():
+            self._tasks.discard(call)  # forwarded: only its record is still being written
+            return result
+        try:
+            call.result()
         except ToolDenied as denied:
             text = DENIED_PREFIX + denied.reason
             return types.CallToolResult(
@@ -363,7 +415,7 @@ class McpGateway:
             return more.result
         except MCPError:
             raise
-        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+        except asyncio.CancelledError:
             session.interrupted = True
             raise
         except Exception as exc:
@@ -371,15 +423,13 @@ class McpGateway:
                 types.INTERNAL_ERROR,
                 f"the downstream MCP server {self.name} failed on {name!r}: {_describe(exc)}",
             ) from None
-        finally:
-            session.inflight -= 1
-            if task is not None:
-                self._tasks.discard(task)
-            if ephemeral:
-                await self._end(session)
-        result = outcome["result"]
-        assert isinstance(result, types.CallToolResult)
-        return result
+        raise GatewayError(f"call {call_id} of {name!r} ended without a result")  # unreachable
+
+    def _later(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
 
     async def _forward(
         self, name: str, args: dict[str, Any], params: types.CallToolRequestParams
@@ -544,6 +594,10 @@ class McpGateway:
     def _keyed(self, ctx: ServerRequestContext[Any]) -> object | None:
         if self._fixed_key is not None:
             return self._fixed_key
+        meta = ctx.meta if isinstance(ctx.meta, dict) else {}
+        named = meta.get(SESSION_META_KEY)
+        if isinstance(named, str) and named:
+            return ("meta", named)
         conn = getattr(ctx.session, "_connection", None)
         if conn is None or getattr(conn, "protocol_version", "") in MODERN_PROTOCOL_VERSIONS:
             return None  # a 2026-07-28 exchange: no session, its own run
@@ -554,8 +608,16 @@ class McpGateway:
         self, ctx: ServerRequestContext[Any], *, create: bool
     ) -> tuple[_Session | None, bool]:
         key = self._keyed(ctx)
+        now = time.monotonic()
+        if self._named and now - self._swept > 1.0:
+            self._swept = now
+            for idle in [s for s in self._named.values() if now - s.used > self.session_idle]:
+                self._named.pop(idle.key, None)
+                self._later(self._end(idle))
         if key is not None and key in self._sessions:
-            return self._sessions[key], False
+            session = self._sessions[key]
+            session.used = now
+            return session, False
         if not create:
             return None, False
         agent = _client_name(ctx)
@@ -566,6 +628,9 @@ class McpGateway:
         if key is None:
             return session, True
         self._sessions[key] = session
+        if isinstance(key, tuple):
+            session.used = now
+            self._named[key] = session
         stack = getattr(key, "exit_stack", None)
         if isinstance(stack, AsyncExitStack):
             stack.push_async_callback(self._end, session)
@@ -575,8 +640,11 @@ class McpGateway:
         if session.ended:
             return
         session.ended = True
+        if session.pending:  # the run ends after the records of its calls
+            await asyncio.wait(list(session.pending), timeout=60)
         if session.key is not None:
             self._sessions.pop(session.key, None)
+            self._named.pop(session.key, None)
         if session.interrupted or (self._stopping and session.inflight):
             exc = GatewayStopped(
                 f"the gateway stopped with {max(session.inflight, 1)} call(s) in flight"
@@ -654,6 +722,12 @@ class McpGateway:
         app = self.server.streamable_http_app(host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         await uvicorn.Server(config).serve()
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Consume a finished background task's outcome (its errors are recorded or logged)."""
+    if not future.cancelled() and future.exception() is not None:
+        log.debug("mcp gateway: a call task ended with %r", future.exception())
 
 
 def _client_name(ctx: ServerRequestContext[Any]) -> str:
