@@ -9,7 +9,9 @@
     store.append("findings", [{"operation": "insert", "value": {"id": "a"}}])
     paths = build_projection(config, store, out_dir)   # {"findings": .../ledger.db}
 
-The on-disk format is the gh-aw reference's, byte for byte.
+The on-disk format is the gh-aw reference's, byte for byte, in a folder (``ShardStore``)
+or on a repository's ``ledgers/<name>`` branches (``GitShardStore``, as gh-aw keeps them);
+``open_store("git+URL")`` picks one from a location string. See docs/typed.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from ledger.errors import ConfigError, PersistError, QueryError, RecordError, ReplayError
 from ledger.typed.compaction.apply import CompactionOutcome, apply_compaction, plan_compaction
 from ledger.typed.config import CompactionPolicy, LedgerConfig, LedgerDef, parse_config
+from ledger.typed.gitstore import GitShardStore
 from ledger.typed.intents import IntentQueue
 from ledger.typed.order import replay_order
 from ledger.typed.persist import persist
@@ -25,6 +28,9 @@ from ledger.typed.query import LedgerQueryTool, QueryPage, query_records, query_
 from ledger.typed.records import Record, canonical_json, final_id, record_sha
 from ledger.typed.reducers.simple import OperationError, ReplayResult, replay, validate_operation
 from ledger.typed.resolver import LedgerResolver, record_ref
+from ledger.typed.layout import StoreError
+from ledger.typed.opening import open_store
+from ledger.typed.storage import LedgerStore
 from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
 from ledger.typed.tools import ToolDefinition, tool_definitions
 from ledger.typed.transactions import normalize_appends, read_artifact, write_artifact
@@ -34,10 +40,12 @@ __all__ = [
     "CompactionPolicy",
     "ConfigError",
     "Diagnostic",
+    "GitShardStore",
     "IntentQueue",
     "LedgerConfig",
     "LedgerDef",
     "LedgerQueryTool",
+    "LedgerStore",
     "LedgerResolver",
     "OperationError",
     "PersistError",
@@ -50,12 +58,14 @@ __all__ = [
     "ReplayError",
     "ReplayResult",
     "ShardStore",
+    "StoreError",
     "ToolDefinition",
     "apply_compaction",
     "build_projection",
     "canonical_json",
     "final_id",
     "normalize_appends",
+    "open_store",
     "parse_config",
     "persist",
     "plan_compaction",
