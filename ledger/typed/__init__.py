@@ -21,6 +21,8 @@ from ledger.typed.compaction.apply import CompactionOutcome, apply_compaction, p
 from ledger.typed.config import CompactionPolicy, LedgerConfig, LedgerDef, parse_config
 from ledger.typed.gitstore import GitShardStore
 from ledger.typed.intents import IntentQueue
+from ledger.typed.layout import StoreError
+from ledger.typed.opening import open_store
 from ledger.typed.order import replay_order
 from ledger.typed.persist import persist
 from ledger.typed.projection import ProjectionFailed, build_projection
@@ -28,8 +30,6 @@ from ledger.typed.query import LedgerQueryTool, QueryPage, query_records, query_
 from ledger.typed.records import Record, canonical_json, final_id, record_sha
 from ledger.typed.reducers.simple import OperationError, ReplayResult, replay, validate_operation
 from ledger.typed.resolver import LedgerResolver, record_ref
-from ledger.typed.layout import StoreError
-from ledger.typed.opening import open_store
 from ledger.typed.storage import LedgerStore
 from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
 from ledger.typed.tools import ToolDefinition, tool_definitions
@@ -45,8 +45,8 @@ __all__ = [
     "LedgerConfig",
     "LedgerDef",
     "LedgerQueryTool",
-    "LedgerStore",
     "LedgerResolver",
+    "LedgerStore",
     "OperationError",
     "PersistError",
     "ProjectionFailed",
