@@ -2,7 +2,7 @@
 
 >>> from pydantic_ai import Agent                                   # doctest: +SKIP
 >>> agent = Agent("openai:gpt-5", capabilities=[GateCapability(gate)])  # doctest: +SKIP
->>> agent.run_sync("tidy the notes")                                # one run in the ledger
+>>> agent.run_sync("tidy the notes")       # one run in the ledger   # doctest: +SKIP
 
 :class:`GateCapability` sits at PydanticAI's own blocking hooks, so no tool of the agent
 (function tools, toolsets, MCP server tools) runs around it:

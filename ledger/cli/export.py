@@ -54,6 +54,7 @@ def export() -> None:
 )
 @click.option(
     "--timeout",
+    metavar="SECONDS",
     type=click.FloatRange(min=0, min_open=True),
     default=10.0,
     show_default=True,

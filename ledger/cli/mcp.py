@@ -93,6 +93,7 @@ def mcp() -> None:
 @click.option(
     "--timeout",
     "timeout",
+    metavar="SECONDS",
     type=click.FloatRange(min=0, min_open=True),
     default=300.0,
     show_default=True,
@@ -137,6 +138,12 @@ def proxy(
     sink = open_sink(db)
     try:
         gate = Gate(sink, policy=policy, safe_tools=safe_tools)
+        if not gate.durable:  # stdout is the protocol: the note goes to stderr
+            click.echo(
+                f"ledger: warning: {db} cannot commit durably, so every non-safe call will "
+                "be denied (use sqlite:///FILE or postgresql://...)",
+                err=True,
+            )
         downstream = StdioServerParameters(
             command=command[0], args=list(command[1:]), env=dict(os.environ)
         )

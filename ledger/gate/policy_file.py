@@ -71,7 +71,7 @@ import yaml
 
 from ledger.errors import ValidationError
 from ledger.gate.policy import Approval, Approver, ApproverCallback, Decision, ToolCall
-from ledger.model.event import Verdict
+from ledger.model.values import Verdict
 
 __all__ = [
     "ArgRule",
@@ -425,7 +425,7 @@ def parse_policy(
 ) -> FilePolicy:
     """Parse policy-file ``text`` (YAML); ``source`` names it in error messages.
 
-    >>> p = parse_policy("default: deny\\nsafe: [git_status]\\ntools: {git_add: allow}\\n")
+    >>> p = parse_policy("version: 1\\nsafe: [git_status]\\ntools: {git_add: allow}\\n")
     >>> sorted(p.safe_tools), p.default.value
     (['git_status'], 'denied')
     """

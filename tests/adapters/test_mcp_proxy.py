@@ -311,3 +311,66 @@ def test_a_call_in_flight_when_the_proxy_stops_is_recorded_as_aborted(tmp_path: 
         assert "cancel" in result.err
         aborts = list(sink.events(kind=Kind.ABORT, run_id=action.run_id))
         assert aborts and "GatewayStopped" in aborts[0].reason
+
+
+def test_a_client_that_disconnects_mid_call_leaves_a_complete_record(tmp_path: Path) -> None:
+    """The client (a raw JSON-RPC peer here) closes stdin while a call runs: the proxy
+    records the call's end and the run's end, and exits."""
+    db = tmp_path / "ledger.db"
+    state = tmp_path / "state"
+    state.mkdir()
+    proc = subprocess.Popen(
+        [
+            PY,
+            *proxy_args(
+                db, "--allow", "slow", server=[PY, str(SERVERS / "flaky_server.py"), str(state)]
+            ),
+        ],
+        env=env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(msg: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(msg) + "\n").encode())
+        proc.stdin.flush()
+
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-client", "version": "0"},
+            },
+        }
+    )
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"seconds": 60}},
+        }
+    )
+    deadline = time.monotonic() + 30
+    while not (state / "slow-started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (state / "slow-started").exists()
+    proc.stdin.close()  # the client goes away mid-call
+    proc.wait(timeout=60)
+    with SQLiteSink(db) as sink:
+        (run,) = list(sink.runs())
+        assert run.ended
+        chain = sink.chain(run.run_id)
+        assert chain.request is not None and chain.request.agent_path == "raw-client"
+        (action,) = chain.actions
+        assert action.intent.verdict is Verdict.ALLOWED
+        assert action.result is not None and action.result.err  # cancelled, not lost
