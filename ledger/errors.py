@@ -88,6 +88,12 @@ class EventNotFound(StorageError, LookupError):
     """No event with the given id is stored."""
 
 
+class RunNotFound(StorageError, LookupError):
+    """No event of the given run id is stored: ``Reader.chain`` of an unknown (or
+    deleted) run raises it rather than return an empty chain, which would look like a
+    run that did nothing. ``ledger runs`` lists the runs there are."""
+
+
 class CorruptRecord(StorageError):
     """A stored row or line does not parse as an event; the message names where it is.
 

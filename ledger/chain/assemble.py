@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ledger.canonical import sha256_hex
 from ledger.chain.explain import Explanation
@@ -44,6 +45,7 @@ from ledger.chain.parts import (
     decision_mark,
     unintended_reason,
 )
+from ledger.chain.views import chain_dict, render_chain
 from ledger.errors import CallNotFound
 from ledger.ids import ulid_text
 from ledger.model.event import Event
@@ -67,6 +69,16 @@ class Chain:
     def denied(self) -> tuple[Action, ...]:
         """The denied attempts, in event order."""
         return tuple(a for a in self.actions if a.denied)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The chain with stable field names: what ``ledger chain --json`` prints
+        (:func:`ledger.chain.views.chain_dict`)."""
+        return chain_dict(self)
+
+    def render(self, width: int = 80) -> str:
+        """The chain as readable text wrapped to ``width``: what ``ledger chain`` shows
+        (:func:`ledger.chain.views.render_chain`)."""
+        return render_chain(self, width)
 
     @property
     def unintended(self) -> tuple[Event, ...]:

@@ -21,13 +21,15 @@ write_file (call c1) in run r1: allowed
 
 from __future__ import annotations
 
+import json
 import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from ledger.chain.parts import Action, Anomaly
+from ledger.model.codec import approval_dict
 from ledger.model.event import Event
-from ledger.model.values import Ref
+from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time
 
 __all__ = ["Explanation", "clip"]
@@ -86,20 +88,31 @@ class Explanation:
     def evidence(self) -> tuple[Ref, ...]:
         return self.action.evidence
 
+    @property
+    def approval(self) -> Approval | None:
+        """Who approved the call (on its action, else on its gate decision)."""
+        if self.action.intent.approval is not None:
+            return self.action.intent.approval
+        return self.decision.approval if self.decision is not None else None
+
     def to_dict(self) -> dict[str, Any]:
-        """Machine form with stable field names."""
+        """Machine form with stable field names: what ``ledger why --json`` prints;
+        ``args``, ``result`` and the request's ``args`` as the JSON values they hold."""
         intent, result = self.action.intent, self.action.result
+        approval = self.approval
         return {
             "run_id": intent.run_id,
             "call_id": intent.call_id,
             "tool": intent.tool,
-            "args": intent.args,
+            "principal": intent.principal,
+            "args": _value(intent.args),
             "verdict": str(intent.verdict) if intent.verdict else None,
             "reason": intent.reason,
             "outcome": self.action.outcome,
-            "result": result.result if result else None,
+            "approval": approval_dict(approval) if approval is not None else None,
+            "result": _value(result.result) if result else None,
             "err": result.err if result else "",
-            "duration_ms": result.duration_ms if result else None,
+            "duration_ms": result.duration_ms if result and result.duration_ms else None,
             "evidence": [r.to_dict() for r in self.evidence],
             "decision": (
                 {"verdict": str(self.decision.verdict or ""), "reason": self.decision.reason}
@@ -109,7 +122,7 @@ class Explanation:
             "request": (
                 {
                     "event_id": str(self.request.event_id),
-                    "args": self.request.args,
+                    "args": _value(self.request.args),
                     "time": format_time(self.request.time),
                 }
                 if self.request
@@ -124,7 +137,8 @@ class Explanation:
             return "denied: the tool did not run"
         if result is None:
             return "no result recorded (crashed, still running, or the outcome write failed)"
-        timing = f" in {result.duration_ms} ms"
+        ms = result.duration_ms  # 0: not measured (a measured one is at least 1 ms)
+        timing = f" in {ms} ms" if ms else " (no duration recorded)"
         if outcome == "failed":
             return f"failed{timing}: {clip(result.err)}"
         return f"succeeded{timing}: {clip(result.result or '')}"
@@ -144,7 +158,17 @@ class Explanation:
         ]
         if self.decision is not None:
             gate = f"{self.decision.verdict or '?'}: {self.decision.reason}"
+            if self.decision.label:
+                gate += f" (policy {self.decision.label})"
             lines += _field("gate", gate, width)
+        if self.approval is not None:
+            a = self.approval
+            when = f" at {format_time(a.time)}" if a.time else ""
+            lines += _field(
+                "approved", f"by {a.approver}{when}" + (f": {a.reason}" if a.reason else ""), width
+            )
+        if intent.principal:
+            lines += _field("for", intent.principal, width)
         request_id = str(self.request.event_id) if self.request is not None else ""
         evidence = [_ref_line(r, request_id) for r in self.evidence] or ["(none)"]
         lines.append(f"  evidence: {evidence[0]}")
@@ -161,3 +185,14 @@ class Explanation:
 
     def __str__(self) -> str:
         return self.render()
+
+
+def _value(text: str | None) -> Any:
+    """A stored raw-JSON text as the value it encodes (text that does not parse, which
+    the model never stores, stays text)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

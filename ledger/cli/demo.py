@@ -239,7 +239,7 @@ def _probe_write_lock(path: Path, wait: float) -> None:
 
 
 def _show(db: str, result: Any, typed: DemoTyped, home: Path, as_json: bool) -> None:
-    from ledger.cli.forensics import chain_dict, chain_tree
+    from ledger.cli.forensics import chain_tree
     from ledger.cli.report import print_summary
     from ledger.report.build import build_report
 
@@ -257,7 +257,7 @@ def _show(db: str, result: Any, typed: DemoTyped, home: Path, as_json: bool) -> 
                 "run_id": result.run_id,
                 "write_call_id": result.write_call_id,
                 "home": str(home),
-                "chain": chain_dict(chain),
+                "chain": chain.to_dict(),
                 "report": report.to_dict(),
                 "typed": {
                     "artifact": str(typed.artifact),

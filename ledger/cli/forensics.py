@@ -7,7 +7,6 @@ Each is a thin layer over a reader call (``Reader.runs``, ``Reader.chain``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +17,9 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from ledger.adapters.mcp.definitions import DefinitionResolver
-from ledger.chain import Action, Chain
-from ledger.chain.explain import Explanation, clip
+from ledger.chain import Chain
+from ledger.chain.explain import clip
+from ledger.chain.views import outcome_text
 from ledger.cli.common import (
     db_option,
     emit_json,
@@ -32,86 +32,17 @@ from ledger.cli.common import (
     window_options,
 )
 from ledger.drift import RefCheck, Resolver, chain_refs, verify_refs
-from ledger.errors import LedgerError
-from ledger.model.event import Event
+from ledger.errors import RunNotFound
 from ledger.model.values import Kind, Ref, RefSource, Verdict
 from ledger.report.model import run_dict
 from ledger.sinks import Reader
 from ledger.timefmt import format_time
 
-__all__ = ["chain_dict", "register"]
+__all__ = ["chain_tree", "register"]
 
 _STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "unverifiable": "yellow"}
 REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` shows it all)
 _OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
-
-
-def raw_json_value(text: str | None) -> Any:
-    """A stored raw-JSON ``args`` or ``result`` as the value it encodes (``None`` stays
-    ``None``; text that does not parse, which the model never stores, stays text)."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def why_dict(explanation: Explanation) -> dict[str, Any]:
-    """``ledger why --json``: ``Explanation.to_dict()`` with ``args``/``result`` (and the
-    request's ``args``) as JSON values, as ``ledger chain --json`` gives them."""
-    value = explanation.to_dict()
-    value["args"] = raw_json_value(value["args"])
-    value["result"] = raw_json_value(value["result"])
-    if value.get("request"):
-        value["request"]["args"] = raw_json_value(value["request"]["args"])
-    return value
-
-
-def event_dict(e: Event) -> dict[str, Any]:
-    """An event in the reference's JSON shape, as a dict."""
-    value: dict[str, Any] = json.loads(e.to_json())
-    return value
-
-
-def action_dict(a: Action) -> dict[str, Any]:
-    """One action of a chain: intent, verdict, reason, evidence, result."""
-    result = a.result
-    return {
-        "call_id": a.call_id,
-        "tool": a.tool,
-        "args": raw_json_value(a.intent.args),
-        "verdict": str(a.verdict) if a.verdict else None,
-        "reason": a.intent.reason,
-        "outcome": a.outcome,
-        "evidence": [r.to_dict() for r in a.evidence],
-        "result": raw_json_value(result.result) if result else None,
-        "err": result.err if result else "",
-        "duration_ms": result.duration_ms if result else None,
-        "time": format_time(a.intent.time),
-        "intent_event_id": str(a.intent.event_id),
-        "result_event_id": str(result.event_id) if result else None,
-    }
-
-
-def chain_dict(chain: Chain) -> dict[str, Any]:
-    """A chain with stable field names (the ``ledger chain --json`` output)."""
-    return {
-        "run_id": chain.run_id,
-        "request": event_dict(chain.request) if chain.request else None,
-        "available": [r.to_dict() for r in chain.available],
-        "actions": [action_dict(a) for a in chain.actions],
-        "anomalies": [
-            {
-                "code": str(x.code),
-                "detail": x.detail,
-                "call_id": x.call_id,
-                "event_ids": list(x.event_ids),
-            }
-            for x in chain.anomalies
-        ],
-        "events": len(chain.events),
-    }
 
 
 def _ref_text(ref: Ref) -> str:
@@ -157,8 +88,13 @@ def runs(db: str, since: Any, until: Any, limit: int | None, as_json: bool) -> N
 
 
 def chain_tree(chain: Chain) -> Tree:
-    """The rich tree of one chain: request, available, actions, anomalies."""
+    """The rich tree of one chain: request, available, actions, anomalies (the same
+    content as :meth:`Chain.render`, in colour)."""
     tree = Tree(f"[bold]run {escape(chain.run_id)}[/] ({len(chain.events)} events)")
+    actor = chain.to_dict()["actor"]
+    if actor:
+        tree.add(f"[bold]acting for[/]: {escape(actor.get('principal') or '(no principal)')}")
+    decisions = {e.call_id: e for e in reversed(chain.events) if e.kind is Kind.GATE_DECISION}
     req = chain.request
     text = clip(req.args or req.preview, 120) if req else "[red](missing)[/]"
     tree.add(f"[bold]request[/]: {escape(text) if req else text}")
@@ -168,18 +104,27 @@ def chain_tree(chain: Chain) -> Tree:
     acts = tree.add(f"[bold]actions[/] ({len(chain.actions)})")
     for a in chain.actions:
         style = _OUTCOME_STYLE.get(a.outcome, "white")
+        verdict = str(a.verdict) if a.verdict else "no verdict"
+        shown = (
+            f"[{style}]{verdict}[/]" if a.denied else f"{verdict} → [{style}]{outcome_text(a)}[/]"
+        )
         node = acts.add(
-            f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: "
-            f"{a.verdict or 'no verdict'} → [{style}]{a.outcome}[/]"
+            f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: {shown}"
         )
         reason = clip(a.intent.reason, REASON_CLIP) or "(none recorded)"
         node.add(f"reason: {escape(reason)}")
+        decision = decisions.get(a.call_id)
+        approval = a.intent.approval or (decision.approval if decision else None)
+        if approval is not None:
+            when = f" at {format_time(approval.time)}" if approval.time else ""
+            why = f": {approval.reason}" if approval.reason else ""
+            node.add(f"approved by: {escape(approval.approver + when + why)}")
         node.add(f"args: {escape(clip(a.intent.args or '(none)', 120))}")
         for ref in a.evidence:
             node.add(f"evidence: {escape(_ref_text(ref))}")
         if a.result is not None:
             body = a.result.err or clip(a.result.result, 120)
-            node.add(f"result ({a.result.duration_ms} ms): {escape(body)}")
+            node.add(f"result: {escape(body)}")
     if chain.anomalies:
         anomalies = tree.add(f"[bold red]anomalies[/] ({len(chain.anomalies)})")
         for x in chain.anomalies:
@@ -191,8 +136,8 @@ def chain_tree(chain: Chain) -> Tree:
 
 def _chain(reader: Reader, run_id: str) -> Chain:
     chain = reader.chain(run_id)
-    if not chain.events:
-        raise LedgerError(f"no events recorded for run {run_id!r} (see `ledger runs`)")
+    if not chain.events:  # a reader that predates RunNotFound
+        raise RunNotFound(f"no events recorded for run {run_id!r} (see `ledger runs`)")
     return chain
 
 
@@ -205,7 +150,7 @@ def chain(run_id: str, db: str, as_json: bool) -> None:
     with open_db(db) as reader:
         found = _chain(reader, run_id)
     if as_json:
-        emit_json(chain_dict(found))
+        emit_json(found.to_dict())
     else:
         stdout().print(chain_tree(found))
 
@@ -220,7 +165,7 @@ def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
     with open_db(db) as reader:
         explanation = _chain(reader, run_id).why(call_id)
     if as_json:
-        emit_json(why_dict(explanation))
+        emit_json(explanation.to_dict())
     else:
         click.echo(explanation.render(stdout().width))
 

@@ -27,14 +27,16 @@ from ulid import ULID
 
 from ledger.errors import NotSelfExplaining, ValidationError
 from ledger.model.event import Event
-from ledger.model.values import Kind, RefSource, Verdict
+from ledger.model.values import Kind, RefSource, Verdict, text_value
 
 if TYPE_CHECKING:
     from ledger.chain.assemble import Chain
 
 __all__ = [
+    "KEY_FIELDS",
     "Closing",
     "DurableSink",
+    "KeyLimits",
     "Reader",
     "RunSummary",
     "Sink",
@@ -42,6 +44,7 @@ __all__ = [
     "check_limit",
     "check_path",
     "check_text",
+    "key_limits",
     "validate_action",
 ]
 
@@ -149,7 +152,8 @@ class Reader(Protocol):
         ...
 
     def chain(self, run_id: str) -> Chain:
-        """The run's events ordered by event id, assembled by ``assemble_chain``."""
+        """The run's events ordered by event id, assembled by ``assemble_chain``;
+        ``RunNotFound`` when no event of it is stored."""
         ...
 
     def events(
@@ -302,3 +306,80 @@ def check_events(events: object) -> Iterable[Event]:
             f"events: record_many expects an iterable of Event, got {type(events).__name__}"
         )
     return events
+
+
+# --- what a sink can store in an event's key columns ----------------------------------
+
+KEY_FIELDS = ("run_id", "call_id", "tool")
+"""The event fields a SQL sink also stores in columns of their own (indexed)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyLimits:
+    r"""What a sink can hold in the key fields (:data:`KEY_FIELDS`) of an event: the
+    one statement of it, which the sink enforces (``ValidationError`` before anything is
+    sent) and a writer such as the gate uses to store what fits instead of nothing.
+
+    >>> limits = KeyLimits(nul=False, max_bytes=16)
+    >>> limits.problem("ab")
+    ''
+    >>> limits.problem("a" + chr(0) + "b")
+    'holds a NUL (\\x00) character, which this store cannot hold'
+    >>> limits.fit("a" + chr(0) + "b"), limits.fit("x" * 40)
+    ('a\\x00b', 'xxxxxxxxxxxxx…')
+
+    ``nul``: whether NUL characters can be stored (PostgreSQL text cannot hold them);
+    ``max_bytes``: the most UTF-8 bytes a value may have (an index entry limit), or None.
+    Every sink also needs valid Unicode (no lone surrogates), as every :class:`Event` does.
+    """
+
+    nul: bool = True
+    max_bytes: int | None = None
+
+    def problem(self, value: str) -> str:
+        """Why ``value`` cannot be stored in a key field (``""`` when it can)."""
+        try:
+            text_value(value, "value")
+        except ValidationError:
+            return "is not valid Unicode (it holds a lone surrogate)"
+        if not self.nul and "\x00" in value:
+            return "holds a NUL (\\x00) character, which this store cannot hold"
+        if self.max_bytes is not None and len(value) * 4 > self.max_bytes:
+            size = len(value.encode("utf-8"))
+            if size > self.max_bytes:
+                return f"is {size} bytes long, over this store's limit of {self.max_bytes}"
+        return ""
+
+    def fit(self, value: str) -> str:
+        """``value`` as it can be stored: lone surrogates and (where refused) NUL written as
+        backslash escapes, then cut (an ellipsis marking the cut) to ``max_bytes``."""
+        if not self.problem(value):
+            return value
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        if not self.nul:
+            value = value.replace("\x00", "\\x00")
+        if self.max_bytes is not None and len(value.encode("utf-8")) > self.max_bytes:
+            cut = value.encode("utf-8")[: self.max_bytes - 3].decode("utf-8", "ignore")
+            value = cut + "…"
+        return value
+
+    def check(self, event: Event) -> None:
+        """``ValidationError`` naming the first key field of ``event`` this store cannot
+        hold, and what to do."""
+        for name in KEY_FIELDS:
+            why = self.problem(getattr(event, name))
+            if why:
+                raise ValidationError(
+                    f"{name} {why}; shorten or clean it (a SQLite or JSONL ledger has no "
+                    "such limit)"
+                )
+
+
+_NO_LIMITS = KeyLimits()
+
+
+def key_limits(sink: object) -> KeyLimits:
+    """What ``sink`` can store in key fields: its ``key_limits`` attribute, or no limit
+    beyond valid Unicode (SQLite, JSONL, discard)."""
+    limits = getattr(sink, "key_limits", None)
+    return limits if isinstance(limits, KeyLimits) else _NO_LIMITS

@@ -25,7 +25,7 @@ from datetime import datetime
 from ulid import ULID
 
 from ledger.chain import Chain, assemble_chain
-from ledger.errors import CorruptRecord, EventNotFound, ValidationError
+from ledger.errors import CorruptRecord, EventNotFound, RunNotFound, ValidationError
 from ledger.ids import coerce_event_id, ulid_text
 from ledger.model.event import Event
 from ledger.model.values import Kind, Verdict
@@ -65,10 +65,12 @@ class MemoryReader(Closing):
         return found
 
     def chain(self, run_id: str) -> Chain:
-        """The run ``run_id`` assembled from its events in event-id order; an unknown run
-        gives an empty chain."""
+        """The run ``run_id`` assembled from its events in event-id order;
+        ``RunNotFound`` when no event of it is held."""
         check_text(run_id, "run_id")
         found = sorted((e for e in self._events if e.run_id == run_id), key=_by_id)
+        if not found:
+            raise RunNotFound(f"no events of run {run_id!r} in {self._where} (see `ledger runs`)")
         chain = assemble_chain(found)
         return chain if chain.run_id else replace(chain, run_id=run_id)
 

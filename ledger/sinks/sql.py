@@ -13,6 +13,7 @@ One table, ``events`` (changed only through the Alembic revisions in
     has_err       boolean               the event carries a non-empty ``err``
     event_json    text                  ``event.to_json()`` exactly as written: the truth
     content_hash  text, nullable        ``sha256:`` of the RFC 8785 form of that JSON
+    leaf_index    bigint, unique        the event's leaf in the Merkle log (:mod:`.tree`)
 
 Indexes: ``(run_id, seq)`` for ``chain``/``events(run_id=)``/``runs``, ``(time_us)``
 for time-ranged reports, ``(tool, time_us)`` and ``(kind, time_us)`` for lookups.
@@ -40,9 +41,10 @@ import sqlalchemy as sa
 from ulid import ULID
 
 from ledger.chain import Chain, assemble_chain
-from ledger.errors import CorruptRecord, EventNotFound
+from ledger.errors import CorruptRecord, EventNotFound, RunNotFound
 from ledger.ids import coerce_event_id
-from ledger.model.event import Event, Kind, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, Verdict
 from ledger.sinks.base import (
     Closing,
     RunSummary,
@@ -102,11 +104,13 @@ def events_table(schema: str | None = None) -> sa.Table:
         sa.Column("has_err", sa.Boolean(), nullable=False),
         sa.Column("event_json", sa.Text(), nullable=False),
         sa.Column("content_hash", sa.Text(), nullable=True),
+        sa.Column("leaf_index", sa.BigInteger(), nullable=True),
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),
         sa.Index("ix_events_run_seq", "run_id", "seq"),
         sa.Index("ix_events_time", "time_us"),
         sa.Index("ix_events_tool_time", "tool", "time_us"),
         sa.Index("ix_events_kind_time", "kind", "time_us"),
+        sa.Index("ux_events_leaf_index", "leaf_index", unique=True),
     )
 
 
@@ -195,8 +199,8 @@ class SQLReader(Closing):
         return parse_row(row)
 
     def chain(self, run_id: str) -> Chain:
-        """The run ``run_id`` assembled from its events ordered by event id; an unknown
-        run gives an empty chain.
+        """The run ``run_id`` assembled from its events ordered by event id;
+        ``RunNotFound`` when no event of it is stored.
 
         Event ids are ULIDs minted when each event was made, strictly increasing within
         a process, so id order is the order things happened in the run even when a
@@ -211,6 +215,8 @@ class SQLReader(Closing):
         )
         with self._reading() as conn:
             fetched = conn.execute(query).all()
+        if not fetched:
+            raise RunNotFound(f"no events of run {run_id!r} are stored (see `ledger runs`)")
         rows = sorted(fetched, key=_by_event_id)  # Crockford text sorts as the ULID does
         chain = assemble_chain(map(parse_row, rows))
         return chain if chain.run_id else replace(chain, run_id=run_id)

@@ -70,7 +70,7 @@ def test_why_unknown_call_is_one_clear_line(sqlite_ledger: Ledger) -> None:
 
 def test_chain_of_unknown_run_fails_clearly(sqlite_ledger: Ledger) -> None:
     result = invoke("chain", "no-such-run", "--db", sqlite_ledger.url)
-    assert result.exit_code == 1 and "no events recorded for run 'no-such-run'" in result.stderr
+    assert result.exit_code == 1 and "no events of run 'no-such-run'" in result.stderr
 
 
 def test_events_filters(sqlite_ledger: Ledger) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli.why import json_value
+from ledger.chain.views import raw_json_value as json_value
 from ledger.report.hashes import HashCheck
 
 from .conftest import Ledger, invoke, run_cli, sqlite_url
