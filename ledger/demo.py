@@ -31,7 +31,7 @@ from ledger.drift import content_hash
 from ledger.errors import ToolDenied
 from ledger.gate.gate import Gate
 from ledger.gate.policy import Approver, Decision, DenyNonSafe, ToolCall
-from ledger.gate.redact import bounded
+from ledger.gate.values import bounded
 from ledger.model.values import Ref, RefSource, Verdict
 
 if TYPE_CHECKING:

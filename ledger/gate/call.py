@@ -42,10 +42,10 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+import orjson
 from ulid import ULID
 
 from ledger.drift import content_hash
@@ -53,7 +53,6 @@ from ledger.gate.checks import not_a_value, not_json, refs_of, unusable_fn
 from ledger.gate.denial import Denied, denied_error, overruled, policy_failed
 from ledger.gate.events import (
     CallState,
-    CancelledBeforeRun,
     action_event,
     args_preview,
     decision_event,
@@ -63,15 +62,21 @@ from ledger.gate.events import (
     redacted_args,
     result_event,
 )
+from ledger.gate.interrupt import after_commit_interrupted, interruption, record_interrupted
 from ledger.gate.policy import Decision, ToolCall, adecide, decide
 from ledger.gate.recorder import Recorder, executor, in_thread
-from ledger.gate.redact import PREVIEW_LIMIT, NotJSON, bounded, json_value
-from ledger.model.event import Event, Ref, Verdict
+from ledger.gate.values import PREVIEW_LIMIT, NotJSON, bounded, json_value
+from ledger.ids import new_event_id
+from ledger.model.event import Event
+from ledger.model.values import Ref, Verdict
 
 __all__ = ["CallSteps"]
 
 log = logging.getLogger("ledger.gate")
 T = TypeVar("T")
+LARGE = 8192
+"""Args (as JSON) or a policy reason longer than this many characters are redacted on a
+worker thread in ``acall``, never on the event loop; results always are."""
 
 
 class CallSteps:
@@ -82,7 +87,7 @@ class CallSteps:
     agent_path: str
     head_recorded: bool
     last_call_id: str
-    _head: Event
+    _head: Event | None  # built on entering when the request is large
     _head_problem: str
     _state: str
     _lock: threading.Lock
@@ -92,7 +97,8 @@ class CallSteps:
     _request_quote: str
 
     def _write_head(self) -> None:
-        self.head_recorded = self.recorder.write([self._head], head=True)
+        if self._head is not None:
+            self.head_recorded = self.recorder.write([self._head], head=True)
 
     def _ensure_head(self) -> None:
         if not self.head_recorded:
@@ -118,14 +124,14 @@ class CallSteps:
         except Exception as exc:
             denied = self._as_denied(cs, exc)
             self.recorder.write(denied.events)
-            raise denied_error(cs.tool, denied.reason, cs.call_id) from None
+            raise denied_error(cs.asked, denied.reason, cs.call_id) from None
         except BaseException as exc:  # KeyboardInterrupt while an approver waited...
-            self._interrupted(cs, exc)
+            record_interrupted(self.recorder, cs, exc)
             raise
         start = time.perf_counter_ns()
         try:
             result = fn(**cs.kwargs)
-            problem = not_a_value(cs.tool, result, sync=True)
+            problem = not_a_value(cs.asked, result, sync=True)
             if problem is not None:  # a coroutine or generator: closed, it never ran
                 raise problem
         except BaseException as exc:
@@ -147,7 +153,10 @@ class CallSteps:
         try:
             call = self._prepare(cs, args, fn, sync=False)
             decision = await self._adecide(call)
-            action = self._judge(cs, decision, evidence)
+            if cs.size > LARGE or len(decision.reason) > LARGE:  # redaction off the loop
+                action = await in_thread(self._judge, cs, decision, evidence)
+            else:
+                action = self._judge(cs, decision, evidence)
             if action is not None:
                 if not self.head_recorded:
                     await in_thread(self._ensure_head)
@@ -156,33 +165,35 @@ class CallSteps:
         except Exception as exc:
             denied = self._as_denied(cs, exc)
             await in_thread(self.recorder.write, denied.events)
-            raise denied_error(cs.tool, denied.reason, cs.call_id) from None
+            raise denied_error(cs.asked, denied.reason, cs.call_id) from None
         except BaseException as exc:  # cancelled: written inline, the task must not await
-            self._interrupted(cs, exc)
+            record_interrupted(self.recorder, cs, exc)
             raise
         start = time.perf_counter_ns()
         try:
             result = fn(**cs.kwargs)
             if inspect.isawaitable(result):
                 result = await result
-            problem = not_a_value(cs.tool, result, sync=False)
+            problem = not_a_value(cs.asked, result, sync=False)
             if problem is not None:  # an async generator: it never ran
                 raise problem
         except BaseException as exc:
-            events = self._outcome(cs, None, exc, start)
-            if isinstance(exc, asyncio.CancelledError):
-                self.recorder.write(events)  # inline: a cancelled task must not await again
+            if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+                # inline: a cancelled or closed task must not await again
+                self.recorder.write(self._outcome(cs, None, exc, start))
             else:
-                await in_thread(self.recorder.write, events)
+                await in_thread(self._record_outcome, cs, None, exc, start)
             raise
-        await in_thread(self.recorder.write, self._outcome(cs, result, None, start))
+        # the result is redacted on a worker thread, with its write: it can be large
+        await in_thread(self._record_outcome, cs, result, None, start)
         return result
 
     # --- steps shared by call and acall ----------------------------------------------
 
     def _state_for(self, tool: object, call_id: object, safe: bool | None) -> CallState:
         """The call's state; a tool name or call id of the wrong type (callers are not
-        always typed) is kept as ``problem``, which denies the call in ``_prepare``."""
+        always typed), or one the sink cannot store, is kept as ``problem``, which
+        denies the call in ``_prepare`` (its record holds what the sink can store)."""
         problem = ""
         if not isinstance(tool, str):
             problem = f"the tool name must be a string, got {type(tool).__name__}"
@@ -194,25 +205,28 @@ class CallSteps:
             call_id = None
         if safe is None:
             safe = not problem and tool in self.recorder.safe_tools
+        name = self.recorder.name(tool, "tool name")
+        key = call_id if call_id else new_call_id()
+        recorded_id = key
+        if call_id:  # a given id is redacted and fitted like a name; a minted one is clean
+            given = self.recorder.name(call_id, "call id")
+            problem = problem or given.refused
+            # a redacted id gets a suffix: two ids redacted alike stay two calls
+            recorded_id = f"{given.value}#{new_event_id()}" if given.redacted else given.value
         return CallState(
             run_id=self.run_id,
             agent_path=self.agent_path,
-            tool=tool,
-            call_id=call_id if call_id else new_call_id(),
+            tool=name.value,
+            asked=tool,
+            call_id=recorded_id,
+            key=key,
             safe=safe,
             request_quote=self._request_quote,
             redact=self.recorder.redact,
             refs=(self._request_ref,),
-            preview=bounded(tool),
-            problem=problem,
+            preview=bounded(name.value),
+            problem=problem or name.refused,
         )
-
-    def _interrupted(self, cs: CallState, exc: BaseException) -> None:
-        if cs.committed:  # the commit's own callback, or the result, tells the outcome
-            return
-        describe_attempt(cs)
-        what = "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
-        self.recorder.write([*cs.pending, denial_event(cs, f"{what} before the tool ran")])
 
     def _as_denied(self, cs: CallState, exc: Exception) -> Denied:
         if isinstance(exc, Denied):
@@ -253,14 +267,13 @@ class CallSteps:
         except NotJSON as exc:
             raise self._deny(cs, not_json(exc, cs.redact)) from None
         with self._lock:
-            if cs.call_id in self._calls:
+            if cs.key in self._calls:
                 raise self._deny(cs, f"call id {cs.call_id!r} was already used in this run")
-            self._calls.add(cs.call_id)
+            self._calls.add(cs.key)
             self.last_call_id = cs.call_id
+        cs.size = len(orjson.dumps(kwargs))
         view = MappingProxyType(kwargs)
-        return ToolCall(
-            tool=cs.tool, args=view, call_id=cs.call_id, run_id=self.run_id, safe=cs.safe
-        )
+        return ToolCall(tool=cs.asked, args=view, call_id=cs.key, run_id=self.run_id, safe=cs.safe)
 
     def _record_args(self, cs: CallState, evidence: Iterable[Ref]) -> None:
         """Redact the args (after the policy decided, so the record holds what will run)
@@ -268,7 +281,7 @@ class CallSteps:
         try:
             cs.args_json = redacted_args(cs.kwargs, cs.redact)
             cs.preview = args_preview(cs.tool, cs.args_json, cs.redact)
-            cs.refs = (self._request_ref, *refs_of(evidence))
+            cs.refs = (self._request_ref, *map(self.recorder.ref, refs_of(evidence)))
             cs.args_done = True
         except Exception as exc:  # NotJSON: the policy changed a nested value
             cs.args_done = not isinstance(exc, NotJSON)  # else: placeholders are recorded
@@ -338,28 +351,23 @@ class CallSteps:
             self.recorder.commit(action)
         except Exception as exc:
             raise self._commit_failed(cs, exc) from None
+        except BaseException:  # interrupted inside the commit: stored or not?
+            cs.in_flight = action  # record_interrupted settles it
+            raise
         cs.committed = True
 
     async def _acommit(self, cs: CallState, action: Event) -> None:
         future = executor().submit(self.recorder.commit, action)
         try:
             await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            future.add_done_callback(lambda f: self._after_cancelled_commit(cs, f))
-            cs.committed = True  # the callback records the outcome
-            raise
         except Exception as exc:
             raise self._commit_failed(cs, exc) from None
+        except BaseException as exc:  # cancelled, closed or interrupted while it commits
+            what = interruption(exc)
+            future.add_done_callback(lambda f: after_commit_interrupted(self.recorder, cs, f, what))
+            cs.committed = True  # the callback records the outcome
+            raise
         cs.committed = True
-
-    def _after_cancelled_commit(self, cs: CallState, future: Future[None]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            note = result_event(cs, None, CancelledBeforeRun(), 0)
-            self.recorder.write([*cs.pending, note])
-        else:
-            why = "cancelled before the tool ran"
-            pending = [overruled(e, cs.call_id, why) for e in cs.pending]
-            self.recorder.write([*pending, denial_event(cs, why)])
 
     def _commit_failed(self, cs: CallState, exc: Exception) -> Denied:
         detail = bounded(f"{type(exc).__name__}: {exc}", 4 * PREVIEW_LIMIT)
@@ -380,5 +388,11 @@ class CallSteps:
             log.exception("ledger: could not build the result of call %s", cs.call_id)
             return cs.pending
         if event.result is not None:
-            self._results[cs.call_id] = (event.event_id, content_hash(event.result))
+            found = (event.event_id, content_hash(event.result))
+            self._results[cs.call_id] = self._results[cs.key] = found
         return [*cs.pending, event]
+
+    def _record_outcome(
+        self, cs: CallState, result: Any, exc: BaseException | None, start_ns: int
+    ) -> None:
+        self.recorder.write(self._outcome(cs, result, exc, start_ns))

@@ -18,8 +18,8 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ledger.gate.redact import NotJSON
-from ledger.model.event import Ref
+from ledger.gate.values import NotJSON
+from ledger.model.values import Ref
 
 __all__ = ["not_a_value", "not_json", "refs_of", "unusable_fn"]
 

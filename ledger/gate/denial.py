@@ -21,8 +21,9 @@ from typing import Any
 
 from ledger.errors import ToolDenied
 from ledger.gate.policy import Decision
-from ledger.gate.redact import PREVIEW_LIMIT, bounded
-from ledger.model.event import Event, Kind, Verdict
+from ledger.gate.values import PREVIEW_LIMIT, bounded
+from ledger.model.event import Event
+from ledger.model.values import Kind, Verdict
 
 __all__ = ["Denied", "denied_error", "overruled", "policy_failed"]
 

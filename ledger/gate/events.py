@@ -40,19 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from ulid import ULID
 
 from ledger.errors import ValidationError
-from ledger.gate.redact import (
-    PREVIEW_LIMIT,
-    Redactor,
-    bounded,
-    json_value,
-    marked_jsonable,
-    no_redaction,
-    to_jsonable,
-)
+from ledger.gate.redact import Redactor, no_redaction
+from ledger.gate.values import PREVIEW_LIMIT, bounded, json_value, marked_jsonable, to_jsonable
 from ledger.ids import new_event_id
-from ledger.model.event import Event, Kind, Ref, RefSource, Verdict
+from ledger.model.event import Event
+from ledger.model.values import Kind, Ref, RefSource, Verdict
 
 log = logging.getLogger("ledger.gate")
 
@@ -80,10 +75,14 @@ def new_call_id() -> str:
 
 class CancelledBeforeRun(Exception):
     """The error a ``tool_result`` records for a call whose action was committed and
-    whose task was cancelled or interrupted before the tool ran."""
+    whose task was cancelled or interrupted (``what``) before the tool ran."""
+
+    def __init__(self, what: str = "cancelled") -> None:
+        super().__init__(what)
+        self.what = what
 
     def __str__(self) -> str:
-        return "cancelled after the commit, before the tool ran; the tool did not run"
+        return f"{self.what} after the commit, before the tool ran; the tool did not run"
 
 
 def dump_json(value: Any) -> str:
@@ -125,9 +124,11 @@ class CallState:
 
     run_id: str
     agent_path: str
-    tool: str
-    call_id: str
+    tool: str  # as recorded: redacted, fitted to the sink
+    call_id: str  # as recorded
     safe: bool
+    asked: str = ""  # the tool name as the caller gave it (the policy sees this one)
+    key: str = ""  # the call id as given (or minted): unique within the run
     args_json: str = "{}"
     preview: str = ""
     refs: tuple[Ref, ...] = ()
@@ -138,6 +139,8 @@ class CallState:
     kwargs: dict[str, Any] = field(default_factory=dict)
     args_done: bool = False  # args_json and preview describe the call (or cannot)
     problem: str = ""
+    in_flight: Event | None = None  # the action whose commit was interrupted
+    size: int = 0  # the length of the args as JSON
 
 
 def describe_attempt(cs: CallState) -> None:
@@ -153,11 +156,15 @@ def describe_attempt(cs: CallState) -> None:
         log.warning("ledger: could not record the args of denied call %s", cs.call_id)
 
 
-def request_event(*, run_id: str, agent_path: str, text: str, redact: Redactor) -> Event:
-    """The chain head: the request text, redacted, as JSON string and bounded preview."""
+def request_event(
+    *, run_id: str, agent_path: str, text: str, redact: Redactor, event_id: ULID | None = None
+) -> Event:
+    """The chain head: the request text, redacted, as JSON string and bounded preview
+    (``event_id`` given when the run announced its request id before building it)."""
     clean = _redacted_text(text, redact)
     return Event(
         kind=Kind.REQUEST,
+        event_id=event_id if event_id is not None else new_event_id(),
         run_id=run_id,
         agent_path=agent_path,
         args=dump_json(clean),
@@ -165,10 +172,10 @@ def request_event(*, run_id: str, agent_path: str, text: str, redact: Redactor) 
     )
 
 
-def request_ref(request: Event) -> Ref:
+def request_ref(request_id: str) -> Ref:
     """The ref every action carries to its run's request (hash empty, as the reference:
     the request event has no result text for :class:`~ledger.drift.EventResolver`)."""
-    return Ref(source=RefSource.TOOL, id=str(request.event_id), hash="")
+    return Ref(source=RefSource.TOOL, id=request_id, hash="")
 
 
 def decision_event(
@@ -254,7 +261,16 @@ def result_event(cs: CallState, result: Any, exc: BaseException | None, duration
 def _error_text(exc: BaseException, redact: Redactor) -> str:
     if isinstance(exc, asyncio.CancelledError):
         return "cancelled"
-    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, CancelledBeforeRun):  # the gate's own note, not a tool's error
+        return str(exc)
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # a broken __str__ must not cost the record
+        text = f"{type(exc).__name__} (message withheld: str() failed)"
+    # Cut before redacting too, so that a huge message costs bounded time wherever it is
+    # built (a cancelled task writes its record on the event loop); far past the final
+    # bound, so every secret inside what is kept is whole when it is redacted.
+    text = text[: 40 * PREVIEW_LIMIT]
     try:
         return bounded(_redacted_text(text, redact), 4 * PREVIEW_LIMIT)
     except Exception:

@@ -111,15 +111,9 @@ from ledger.gate.policy import (
     ToolCall,
 )
 from ledger.gate.recorder import Recorder
-from ledger.gate.redact import (
-    REDACTED,
-    Redactor,
-    bounded,
-    no_redaction,
-    redact_secrets,
-    redact_text,
-)
+from ledger.gate.redact import REDACTED, Redactor, no_redaction, redact_secrets, redact_text
 from ledger.gate.run import Run, active_runs, content_ref
+from ledger.gate.values import bounded
 from ledger.ids import new_event_id
 from ledger.sinks.base import Sink
 
@@ -276,13 +270,17 @@ class Gate:
     def _orphan(self, tool: str, args: dict[str, Any]) -> ToolDenied:
         """Deny a call made outside any run, recording it under a run id of its own."""
         reason = "no active run (no record, no action)"
+        name = self._recorder.name(tool, "tool name")
+        if name.refused:
+            reason = f"{reason}; {name.refused}"
         cs = CallState(
             run_id=f"norun-{new_event_id()}",
             agent_path="",
-            tool=tool,
+            tool=name.value,
+            asked=tool,
             call_id=new_call_id(),
             safe=False,
-            preview=bounded(tool),
+            preview=bounded(name.value),
             redact=self.redact,
             kwargs=args,
         )

@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ledger.errors import ValidationError
-from ledger.model.event import Verdict
+from ledger.model.values import Verdict
 
 __all__ = [
     "AllowAll",

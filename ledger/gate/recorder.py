@@ -39,15 +39,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
 from ledger.errors import DuplicateEvent, ToolDenied
+from ledger.gate.names import RecordedName, recorded_name
 from ledger.gate.policy import DenyNonSafe, Policy
 from ledger.gate.redact import Redactor, redact_secrets
 from ledger.model.event import Event
-from ledger.sinks.base import Sink
+from ledger.model.values import Ref
+from ledger.sinks.base import KeyLimits, Sink, key_limits
 
 __all__ = ["Recorder", "executor", "in_thread"]
 
 log = logging.getLogger("ledger.gate")
 T = TypeVar("T")
+_JSON_ONLY = KeyLimits()
 
 
 class Recorder:
@@ -60,8 +63,10 @@ class Recorder:
 
     __slots__ = (
         "_commit_action",
+        "_names",
         "_record_many",
         "durable",
+        "limits",
         "not_durable",
         "policy",
         "redact",
@@ -92,6 +97,8 @@ class Recorder:
         self.policy: Policy = policy if policy is not None else DenyNonSafe()
         self.safe_tools: frozenset[str] = frozenset(safe_tools)
         self.redact: Redactor = redact
+        self.limits: KeyLimits = key_limits(sink)
+        self._names: dict[tuple[str, str], RecordedName] = {}
         commit = getattr(sink, "commit_action", None)
         joins = getattr(sink, "joins_caller_transaction", False) is True
         self._commit_action: Callable[[Event], None] | None = (
@@ -113,6 +120,35 @@ class Recorder:
 
     def __repr__(self) -> str:
         return f"Recorder({self.sink!r}, policy={self.policy!r})"
+
+    def name(self, value: str, what: str, *, key_field: bool = True) -> RecordedName:
+        """``value`` (a tool name, run id, call id or agent path) as it is recorded:
+        redacted, then fitted to the sink (:func:`~ledger.gate.names.recorded_name`).
+        Tool names repeat, so the answers are remembered (a bounded number of them).
+        ``key_field=False`` for a value stored in the event's JSON only (agent path):
+        only valid Unicode is required of it."""
+        limits = self.limits if key_field else _JSON_ONLY
+        if len(value) > 256:
+            return recorded_name(value, what, self.redact, limits)
+        key = (value, what)
+        found = self._names.get(key)
+        if found is None:
+            found = recorded_name(value, what, self.redact, limits)
+            if len(self._names) >= 4096:
+                self._names.clear()
+            self._names[key] = found
+        return found
+
+    def ref(self, ref: Ref) -> Ref:
+        """``ref`` with its id redacted (an id can be a URL holding a password); the
+        content hash is kept. A redactor that fails withholds the id."""
+        try:
+            clean = self.redact(ref.id)
+        except Exception:
+            clean = "[ref id withheld: redaction failed]"
+        if not isinstance(clean, str):
+            clean = "[ref id withheld: the redactor did not return text]"
+        return ref if clean == ref.id else Ref(source=ref.source, id=clean, hash=ref.hash)
 
     def commit(self, action: Event) -> None:
         """Commit ``action`` durably; raises whatever the sink raises."""

@@ -37,12 +37,15 @@ import orjson
 from ulid import ULID
 
 from ledger.drift import content_hash
-from ledger.gate.call import CallSteps
+from ledger.errors import ValidationError
+from ledger.gate.call import LARGE, CallSteps
 from ledger.gate.events import end_event, new_call_id, request_event, request_ref
 from ledger.gate.recorder import Recorder, in_thread
-from ledger.gate.redact import bounded, no_redaction
+from ledger.gate.redact import no_redaction
+from ledger.gate.values import bounded
 from ledger.ids import new_event_id
-from ledger.model.event import Event, Kind, Ref, RefSource
+from ledger.model.event import Event
+from ledger.model.values import Kind, Ref, RefSource
 
 __all__ = ["Run", "active_runs", "content_ref", "new_call_id"]  # new_call_id: re-export
 
@@ -87,25 +90,23 @@ class Run(CallSteps):
     ) -> None:
         if not isinstance(request, str):
             raise TypeError(f"request must be a string, got {type(request).__name__}")
+        if not isinstance(agent_path, str):
+            raise TypeError(f"agent_path must be a string, got {type(agent_path).__name__}")
+        if run_id is not None and not isinstance(run_id, str):
+            raise TypeError(f"run_id must be a string or None, got {type(run_id).__name__}")
         self.recorder = recorder
         self.request = request
-        self.agent_path = agent_path
-        self.run_id = run_id if run_id else str(new_event_id())
+        head_id = new_event_id()
+        self.request_id = str(head_id)
+        self._head_id = head_id
+        self.run_id, self.agent_path = self._recorded_ids(run_id, agent_path)
+        self._head: Event | None = None
         self._head_problem = ""
-        try:
-            self._head = request_event(
-                run_id=self.run_id, agent_path=agent_path, text=request, redact=recorder.redact
-            )
-        except Exception as exc:  # never write an unredacted request: withhold it
-            log.warning("ledger: the request of run %s could not be redacted: %r", run_id, exc)
-            self._head_problem = "could not be redacted, so it was withheld"
-            self._head = request_event(
-                run_id=self.run_id, agent_path=agent_path, text=_WITHHELD, redact=no_redaction
-            )
-        self.request_id = str(self._head.event_id)
+        self._request_quote = ""
+        self._request_ref = request_ref(self.request_id)
         self.head_recorded = False
-        self._request_ref = request_ref(self._head)
-        self._request_quote = orjson.dumps(bounded(self._head.preview)).decode()
+        if len(request) <= LARGE:  # else on entering (async: on a worker thread)
+            self._build_head()
         self._state = "new"
         self._lock = threading.Lock()
         self._calls: set[str] = set()
@@ -116,6 +117,77 @@ class Run(CallSteps):
     def __repr__(self) -> str:
         return f"Run(run_id={self.run_id!r}, state={self._state!r})"
 
+    def _recorded_ids(self, run_id: str | None, agent_path: str) -> tuple[str, str]:
+        """The run id and agent path as recorded (redacted; a redacted run id gets a
+        suffix, so that two runs never share one). A value the sink cannot store
+        refuses the run before it starts, after recording the attempt as far as the
+        sink can hold it: no tool of it may run unrecorded."""
+        recorded = run_id or str(new_event_id())
+        refused = []
+        if run_id:
+            name = self.recorder.name(run_id, "run id")
+            recorded = f"{name.value}#{new_event_id()}" if name.redacted else name.value
+            refused.append(name.refused)
+        path = self.recorder.name(agent_path, "agent path", key_field=False)
+        refused.append(path.refused)
+        why = "; ".join(r for r in refused if r)
+        if why:
+            self._record_refusal(recorded, path.value, why)
+            raise ValidationError(
+                f"gate.run: {why}. The run is refused before it starts (no record, no "
+                f"action); the attempt is recorded under run id {recorded!r}. Give a run "
+                "id and agent path the ledger can store."
+            )
+        return recorded, path.value
+
+    def _record_refusal(self, run_id: str, agent_path: str, why: str) -> None:
+        try:
+            head = request_event(
+                run_id=run_id,
+                agent_path=agent_path,
+                text=self.request,
+                redact=self.recorder.redact,
+                event_id=self._head_id,
+            )
+            end = Event(
+                kind=Kind.ABORT,
+                run_id=run_id,
+                agent_path=agent_path,
+                reason=f"run refused before it started: {why}",
+                err="run refused",
+            )
+        except Exception:
+            log.exception("ledger: could not record the refused run %s", run_id)
+            return
+        self.recorder.write([head, end])
+
+    def _build_head(self) -> None:
+        if self._head is not None:
+            return
+        try:
+            self._head = request_event(
+                run_id=self.run_id,
+                agent_path=self.agent_path,
+                text=self.request,
+                redact=self.recorder.redact,
+                event_id=self._head_id,
+            )
+        except Exception as exc:  # never write an unredacted request: withhold it
+            log.warning("ledger: the request of run %s could not be redacted: %r", self.run_id, exc)
+            self._head_problem = "could not be redacted, so it was withheld"
+            self._head = request_event(
+                run_id=self.run_id,
+                agent_path=self.agent_path,
+                text=_WITHHELD,
+                redact=no_redaction,
+                event_id=self._head_id,
+            )
+        self._request_quote = orjson.dumps(bounded(self._head.preview)).decode()
+
+    def _open_head(self) -> None:
+        self._build_head()
+        self._write_head()
+
     @property
     def active(self) -> bool:
         """True between entering and leaving the ``with`` block."""
@@ -125,7 +197,11 @@ class Run(CallSteps):
 
     def __enter__(self) -> Run:
         self._start()
-        self._write_head()
+        try:
+            self._open_head()
+        except BaseException as exc:  # interrupted while the head was written
+            self._finish_run(exc)
+            raise
         self._activate()
         return self
 
@@ -140,7 +216,7 @@ class Run(CallSteps):
     async def __aenter__(self) -> Run:
         self._start()
         try:
-            await in_thread(self._write_head)
+            await in_thread(self._open_head)
         except BaseException as exc:  # cancelled while the head was written
             self._finish_run(exc)
             raise
@@ -199,23 +275,27 @@ class Run(CallSteps):
         Best-effort, like every observation: a storage failure is logged; refs that are
         not :class:`~ledger.model.Ref` values raise ``ValidationError`` (a caller bug).
         """
-        event = self._retrieved_event(refs)
-        if event is not None:
-            self.recorder.write([event])
-        return event.refs if event is not None else ()
+        return self._record_retrieved(self._refs(refs))
 
     async def aretrieved(self, refs: Iterable[Ref] | Ref) -> tuple[Ref, ...]:
-        """The async twin of :meth:`retrieved`."""
-        event = self._retrieved_event(refs)
-        if event is not None:
-            await in_thread(self.recorder.write, [event])
-        return event.refs if event is not None else ()
+        """The async twin of :meth:`retrieved` (the ids are redacted off the event loop)."""
+        return await in_thread(self._record_retrieved, self._refs(refs))
 
-    def _retrieved_event(self, refs: Iterable[Ref] | Ref) -> Event | None:
-        refs = (refs,) if isinstance(refs, Ref) else tuple(refs)
+    @staticmethod
+    def _refs(refs: Iterable[Ref] | Ref) -> tuple[Ref, ...]:
+        return (refs,) if isinstance(refs, Ref) else tuple(refs)
+
+    def _record_retrieved(self, refs: tuple[Ref, ...]) -> tuple[Ref, ...]:
+        """Record the refs, their ids redacted (the content hashes are kept); returns the
+        refs as recorded."""
         if not refs:
-            return None
-        return Event(kind=Kind.RETRIEVED, run_id=self.run_id, agent_path=self.agent_path, refs=refs)
+            return ()
+        event = Event(
+            kind=Kind.RETRIEVED, run_id=self.run_id, agent_path=self.agent_path, refs=refs
+        )
+        event = event.replace(refs=tuple(map(self.recorder.ref, event.refs)))
+        self.recorder.write([event])
+        return event.refs
 
     def ref(self, call_id: str) -> Ref:
         """The ``tool`` ref to the recorded result of an earlier call of this run (its

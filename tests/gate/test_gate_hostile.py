@@ -236,20 +236,41 @@ def test_a_sink_whose_record_raises(tmp_path: Path) -> None:
 
 
 class InterruptedCommit(SQLiteSink):
+    """Ctrl-C lands inside ``commit_action``: after the record was stored (``after``), or
+    before it was."""
+
+    after = True
+
     def commit_action(self, event: Event) -> None:
-        super().commit_action(event)
+        if self.after:
+            super().commit_action(event)
         raise KeyboardInterrupt
 
 
-def test_keyboard_interrupt_during_the_commit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stored", [True, False], ids=["after-the-insert", "before-it"])
+def test_keyboard_interrupt_during_the_commit(tmp_path: Path, stored: bool) -> None:
+    """Whether or not the action got stored, the decision and the action agree, the tool
+    does not run, and the record says which it was."""
     tool = Ran()
     with InterruptedCommit(tmp_path / "a.db") as sink:
+        sink.after = stored
         with pytest.raises(KeyboardInterrupt), Gate(sink, policy=AllowAll()).run("x") as run:
             run.call("write", {"a": 1}, tool, call_id="c1")
         assert tool.calls == []
         events = events_of(sink, run.run_id)
-        notes = [e.reason for e in events if e.kind is Kind.ACTION and e.verdict is Verdict.DENIED]
-        assert notes == ["KeyboardInterrupt before the tool ran"]
+        (decision,) = [e for e in events if e.kind is Kind.GATE_DECISION]
+        (action,) = [e for e in events if e.kind is Kind.ACTION]  # one action: no duplicate
+        assert decision.verdict is action.verdict
+        results = [e for e in events if e.kind is Kind.TOOL_RESULT]
+        if stored:
+            assert action.verdict is Verdict.ALLOWED
+            assert [r.err for r in results] == [
+                "KeyboardInterrupt after the commit, before the tool ran; the tool did not run"
+            ]
+        else:
+            assert action.verdict is Verdict.DENIED and results == []
+            assert action.reason.startswith("KeyboardInterrupt before the tool ran")
+            assert "denied: KeyboardInterrupt" in decision.reason
         assert events[-1].kind is Kind.ABORT
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from ledger.errors import ToolDenied
 from ledger.gate import REDACTED, AllowAll, Gate, no_redaction, redact_secrets
-from ledger.gate.redact import PREVIEW_LIMIT, bounded, redact_text, to_jsonable
+from ledger.gate.redact import redact_text
+from ledger.gate.values import PREVIEW_LIMIT, bounded, to_jsonable
 from ledger.model import Kind
 from ledger.sinks import SQLiteSink
 

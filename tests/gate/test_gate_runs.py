@@ -15,7 +15,7 @@ import pytest
 from ledger.drift import content_hash
 from ledger.errors import ToolDenied
 from ledger.gate import AllowAll, Approver, Gate, content_ref
-from ledger.gate.redact import PREVIEW_LIMIT
+from ledger.gate.values import PREVIEW_LIMIT
 from ledger.model import Kind, Ref, RefSource, Verdict
 from ledger.sinks import DiscardSink, SQLiteSink
 
