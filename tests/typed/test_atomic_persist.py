@@ -219,3 +219,49 @@ def test_persist_succeeds_whole_or_changes_nothing(
                 store.names()
         else:
             assert store.names() == expected
+
+
+COMPACT_CHILD = """
+import sys
+from ledger.typed import ShardStore, parse_config
+from ledger.typed.compaction.apply import apply_compaction, plan_compaction
+config = parse_config({"log": {"type": "log", "compaction": {"min-segments": 2}}})
+store = ShardStore(sys.argv[1], config)
+plan = plan_compaction(config, store, "log")
+assert apply_compaction(config, store, plan).status == "ready"
+"""
+
+
+def test_sigkill_at_every_step_of_a_compaction(tmp_path: Path) -> None:
+    config = parse_config({"log": {"type": "log", "compaction": {"min-segments": 2}}})
+    template = tmp_path / "template"
+    seed = ShardStore(template, config)
+    for i in range(4):
+        seed.append("log", [{"operation": "append", "value": i}])
+    before_files = sorted(e.file for e in seed.entries("log"))
+    shas = sorted(r.sha for r in seed.read("log").records)
+    layouts = set()
+    for step in range(1, 40):
+        root = tmp_path / f"c{step}"
+        shutil.copytree(template, root)
+        env = {**os.environ, CRASH_ENV: str(step)}
+        proc = subprocess.run(
+            [sys.executable, "-c", COMPACT_CHILD, str(root)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
+        store = ShardStore(root, config)
+        rec = store.read("log")
+        assert rec.ok and sorted(r.sha for r in rec.records) == shas  # lossless, always
+        files = sorted(e.file for e in store.entries("log"))
+        state = store.read_state("log")
+        if files == before_files:
+            assert state is None  # not applied: no state file either
+        else:
+            assert len(files) == 1 and state is not None  # applied whole: segment and state
+        layouts.add(tuple(files))
+        if proc.returncode == 0:
+            break
+    assert len(layouts) == 2  # the kill landed before and after the commit point

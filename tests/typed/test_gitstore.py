@@ -6,11 +6,15 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from ledger.errors import LedgerError, PersistError
 from ledger.typed import (
     ShardStore,
     build_projection,
@@ -299,3 +303,54 @@ def test_oracle_shards_committed_by_hand_project_the_same(tmp_path: Path, chunk:
             if problems:
                 failures[case_id(case)] = problems
     assert failures == {}
+
+
+def _branches(repo: Path) -> dict[str, str]:
+    out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/")
+    return dict(line.split(" ") for line in out.splitlines())
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    batch=st.lists(
+        st.one_of(
+            st.builds(
+                lambda k: {"ledger": "findings", "operation": "insert", "value": {"id": k}},
+                st.sampled_from(["a", "b"]),
+            ),
+            st.just({**NOTE, "temp_id": "n"}),
+            st.builds(
+                lambda t: {"ledger": "knowledge", "operation": "vote", "note_id": t, "vote": "up"},
+                st.sampled_from(["#n", "ldg-00000000-0000-4000-8000-000000000000"]),
+            ),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    seeded=st.booleans(),
+)
+def test_a_git_persist_succeeds_whole_or_changes_nothing(
+    bare: Path, batch: list[dict[str, Any]], seeded: bool
+) -> None:
+    store = GitShardStore(bare, CONFIG)
+    if seeded and not _branches(bare):
+        persist(CONFIG, store, artifact("seed:1", "a"))
+    try:
+        request = normalize_appends(CONFIG, batch, f"run:{uuid.uuid4().hex[:8]}")
+    except LedgerError:
+        return
+    before = _branches(bare)
+    try:
+        result = persist(CONFIG, store, request)
+    except PersistError:
+        assert _branches(bare) == before  # no branch moved, none created
+        return
+    after = _branches(bare)
+    for name, entry in result["ledgers"].items():
+        ref = f"refs/heads/ledgers/{name}"
+        moved = after.get(ref) != before.get(ref)
+        assert moved == (entry["persisted"] > 0)
