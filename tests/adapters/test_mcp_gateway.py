@@ -417,3 +417,32 @@ def test_modern_requests_naming_a_session_in_meta_are_one_run(tmp_path: Path) ->
             by_run[e.run_id] = by_run.get(e.run_id, 0) + 1
         assert sorted(by_run.values()) == [1, 2]
         assert all(r.ended for r in sink.runs())
+
+
+def test_resources_and_prompts_pass_through_and_a_read_is_evidence(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    db = tmp_path / "l.db"
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with SQLiteSink(db) as sink:
+            gate = Gate(sink, policy=AllowList(["write_note"]))
+            gw = McpGateway(gate, flaky_server(state))
+            async with gw, Client(gw.server, mode="legacy") as c:
+                await c.call_tool("write_note", {"line": "buy milk"})
+                out["resources"] = await c.list_resources()
+                out["read"] = await c.read_resource("note://today")
+                out["prompts"] = await c.list_prompts()
+                out["prompt"] = await c.get_prompt("summarize")
+        return out
+
+    out = run(main)
+    assert [r.uri for r in out["resources"].resources] == ["note://today"]
+    assert out["read"].contents[0].text == "buy milk\n"
+    assert [p.name for p in out["prompts"].prompts] == ["summarize"]
+    assert out["prompt"].messages[0].content.text == "Summarize the notes"
+    with SQLiteSink(db) as sink:
+        (run_summary,) = list(sink.runs())
+        chain = sink.chain(run_summary.run_id)
+        refs = [r for r in chain.available if r.id == "mcp-resource:flaky/note://today"]
+        assert len(refs) == 1 and refs[0].hash.startswith("sha256:")

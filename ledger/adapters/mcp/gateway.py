@@ -15,6 +15,9 @@
   durably committed. A denial is returned as a ``CallToolResult`` with ``isError: true``
   and the reason as text (the model can read it); the downstream server never sees the
   call. Results, structured content and output schemas pass through unchanged.
+- **Resources and prompts** the downstream server offers pass through ungated (they
+  are reads); each resource read is recorded in the run as a ``retrieved`` ref
+  ``mcp-resource:<server>/<uri>`` with the RFC 8785 hash of the contents.
 - **Unknown tools**: a name the downstream server did not list (or listed twice) is
   denied and recorded, whatever the policy says.
 - **Tool definitions are evidence** (:mod:`ledger.adapters.mcp.definitions`): each run
@@ -73,9 +76,10 @@ from ledger.adapters.mcp.definitions import (
     definition_of,
     definition_ref,
 )
+from ledger.canonical import sha256_of
 from ledger.errors import LedgerError, ToolDenied
 from ledger.gate import AllowList, Decision, Gate, Policy, Run, ToolCall
-from ledger.model.values import Ref, Verdict
+from ledger.model.values import Ref, RefSource, Verdict
 
 __all__ = [
     "DENIED_PREFIX",
@@ -322,14 +326,85 @@ class McpGateway:
         if self._server is None:
             down = self._down
             info = down.server_info if down is not None else None
+            caps = down.server_capabilities if down is not None else None
+            extra: dict[str, Any] = {}
+            if caps is not None and caps.resources is not None:
+                extra.update(
+                    on_list_resources=self._on_list_resources,
+                    on_list_resource_templates=self._on_list_resource_templates,
+                    on_read_resource=self._on_read_resource,
+                )
+            if caps is not None and caps.prompts is not None:
+                extra.update(
+                    on_list_prompts=self._on_list_prompts, on_get_prompt=self._on_get_prompt
+                )
             self._server = Server(
                 self.name or "mcp",
                 version=(info.version if info is not None else "") or "",
                 instructions=down.instructions if down is not None else None,
                 on_list_tools=self._on_list_tools,
                 on_call_tool=self._on_call_tool,
+                **extra,
             )
         return self._server
+
+    # --- resources and prompts: passed through; a resource read is recorded as evidence --
+
+    def _client(self) -> Client:
+        if self._down is None:
+            raise GatewayError("the gateway is not started")
+        if self.down_error:
+            raise MCPError(types.CONNECTION_CLOSED, self.down_error)
+        return self._down
+
+    async def _on_list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return await self._client().session.list_resources(params=params)
+
+    async def _on_list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return await self._client().session.list_resource_templates(params=params)
+
+    async def _on_read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        result = await self._client().session.read_resource(
+            str(params.uri),
+            input_responses=params.input_responses,
+            request_state=params.request_state,
+            allow_input_required=True,
+        )
+        if isinstance(result, types.ReadResourceResult):
+            session, ephemeral = await self._session(ctx, create=True)
+            if session is not None:
+                body = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+                ref = Ref(
+                    source=RefSource.TOOL,
+                    id=f"mcp-resource:{self.name}/{params.uri}",
+                    hash=sha256_of(body.get("contents", []), profile="rfc8785"),
+                )
+                await session.run.aretrieved([ref])
+                if ephemeral:
+                    self._later(self._end(session))
+        return result
+
+    async def _on_list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return await self._client().session.list_prompts(params=params)
+
+    async def _on_get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        return await self._client().session.get_prompt(
+            params.name,
+            params.arguments,
+            input_responses=params.input_responses,
+            request_state=params.request_state,
+            allow_input_required=True,
+        )
 
     async def _on_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

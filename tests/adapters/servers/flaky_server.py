@@ -1,6 +1,7 @@
 """A small MCP server for the gateway's fault tests (the real-server tests use
 mcp-server-git and mcp-server-time). Run: ``python flaky_server.py STATE_DIR``.
 
+A resource ``note://today`` (the notes) and a prompt ``summarize``.
 Tools: ``echo`` (text), ``write_note`` (appends to STATE_DIR/notes.txt: an effect the
 tests can observe), ``slow`` (sleeps), ``crash`` (the process exits), ``hang`` (never
 answers). The description of ``write_note`` is read from STATE_DIR/description when that
@@ -73,8 +74,43 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=text(f"no tool {params.name}"), is_error=True)
 
 
+async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+    return types.ListResourcesResult(
+        resources=[types.Resource(uri="note://today", name="today", mime_type="text/plain")]
+    )
+
+
+async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+    notes = STATE / "notes.txt"
+    text = notes.read_text() if notes.exists() else ""
+    return types.ReadResourceResult(
+        contents=[
+            types.TextResourceContents(uri=str(params.uri), text=text, mime_type="text/plain")
+        ]
+    )
+
+
+async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[types.Prompt(name="summarize", description="Sum up")])
+
+
+async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    message = types.PromptMessage(
+        role="user", content=types.TextContent(type="text", text="Summarize the notes")
+    )
+    return types.GetPromptResult(messages=[message])
+
+
 async def main() -> None:
-    server: Server[Any] = Server("flaky", on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server(
+        "flaky",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
