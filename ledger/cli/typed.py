@@ -313,12 +313,14 @@ def query(
 ) -> None:
     """Records of one ledger matching --where, as JSON (records and next_cursor)."""
     from ledger.typed.query import query_records
-    from ledger.typed.strictjson import loads_strict
+    from ledger.typed.strictjson import DuplicateKeyError, loads_strict
 
     parsed = load_config(config)
     parsed[name]  # an unknown ledger is an error, not an empty page
     try:
         predicates = loads_strict(where) if where else None
+    except DuplicateKeyError as exc:
+        raise QueryError(f"--where is refused: {exc}") from None
     except ValueError as exc:
         raise QueryError(f"--where is not JSON: {exc}") from None
     shards = _open(store, parsed, must_exist=True)
