@@ -50,6 +50,7 @@ from ledger.gate import (
     redact_secrets,
     redact_text,
 )
+from ledger.gate.policy_file import PolicyFileError, policy_from_file
 from ledger.ids import new_event_id
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
 
@@ -76,6 +77,7 @@ __all__ = [
     "LedgerError",
     "NotSelfExplaining",
     "Policy",
+    "PolicyFileError",
     "Redactor",
     "Ref",
     "RefCheck",
@@ -97,6 +99,7 @@ __all__ = [
     "content_ref",
     "new_event_id",
     "no_redaction",
+    "policy_from_file",
     "redact_secrets",
     "redact_text",
     "verify_refs",

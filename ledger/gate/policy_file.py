@@ -1,6 +1,6 @@
 """A gate policy written as a YAML file, for the library's ``Gate`` and ``ledger mcp proxy``.
 
->>> policy = policy_from_file("policy.yaml")                     # doctest: +SKIP
+>>> policy = policy_from_file("policy.yaml")       # also ledger.policy_from_file  # doctest: +SKIP
 >>> gate = Gate(sink, policy=policy, safe_tools=policy.safe_tools)  # doctest: +SKIP
 
 The file (every key but ``version`` is optional)::
@@ -63,15 +63,16 @@ import re
 import shlex
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import ValidationError
 from ledger.gate.policy import Approval, Approver, ApproverCallback, Decision, ToolCall
 from ledger.model.values import Verdict
+
+if TYPE_CHECKING:  # PyYAML is imported when a policy is parsed, not with `import ledger`
+    import yaml
 
 __all__ = [
     "ArgRule",
@@ -309,7 +310,6 @@ class _Fixed:
 class _Reader:
     source: str
     loader: yaml.SafeLoader
-    errors: list[str] = field(default_factory=list)
 
     def fail(self, node: yaml.Node | None, message: str) -> PolicyFileError:
         line = f", line {node.start_mark.line + 1}" if node is not None else ""
@@ -319,6 +319,8 @@ class _Reader:
         return self.loader.construct_object(node, deep=True)
 
     def mapping(self, node: yaml.Node, what: str, keys: Sequence[str]) -> dict[str, yaml.Node]:
+        import yaml
+
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, f"{what} must be a mapping of keys to values")
         out: dict[str, yaml.Node] = {}
@@ -340,12 +342,16 @@ class _Reader:
         return out
 
     def text(self, node: yaml.Node, what: str) -> str:
+        import yaml
+
         value = self.value(node) if isinstance(node, yaml.ScalarNode) else None
         if not isinstance(value, str) or not value.strip():
             raise self.fail(node, f"{what} must be non-empty text")
         return value
 
     def texts(self, node: yaml.Node, what: str) -> list[str]:
+        import yaml
+
         if isinstance(node, yaml.ScalarNode):
             return [self.text(node, what)]
         if not isinstance(node, yaml.SequenceNode):
@@ -361,6 +367,8 @@ def _close(word: str, choices: Sequence[str]) -> str:
 
 
 def _decision(r: _Reader, node: yaml.Node, what: str) -> Verdict:
+    import yaml
+
     value = r.value(node) if isinstance(node, yaml.ScalarNode) else None
     if not isinstance(value, str) or value.strip().lower() not in _DECISIONS:
         raise r.fail(node, f"{what}: {value!r} is not a decision; use allow, deny or ask")
@@ -368,6 +376,8 @@ def _decision(r: _Reader, node: yaml.Node, what: str) -> Verdict:
 
 
 def _arg_rule(r: _Reader, name: str, node: yaml.Node, where: str) -> ArgRule:
+    import yaml
+
     keys = r.mapping(node, where, _RULE_KEYS)
     if not keys or set(keys) == {"optional"}:
         raise r.fail(node, f"{where}: give at least one rule ({', '.join(_RULE_KEYS[:-1])})")
@@ -405,6 +415,8 @@ def _arg_rule(r: _Reader, name: str, node: yaml.Node, where: str) -> ArgRule:
 
 
 def _tool_rule(r: _Reader, tool: str, node: yaml.Node) -> ToolRule:
+    import yaml
+
     where = f"tools.{tool}"
     if isinstance(node, yaml.ScalarNode):
         return ToolRule(tool=tool, verdict=_decision(r, node, where))
@@ -429,6 +441,8 @@ def parse_policy(
     >>> sorted(p.safe_tools), p.default.value
     (['git_status'], 'denied')
     """
+    import yaml
+
     loader = yaml.SafeLoader(text)
     r = _Reader(source=source, loader=loader)
     try:
