@@ -446,3 +446,31 @@ def test_resources_and_prompts_pass_through_and_a_read_is_evidence(tmp_path: Pat
         chain = sink.chain(run_summary.run_id)
         refs = [r for r in chain.available if r.id == "mcp-resource:flaky/note://today"]
         assert len(refs) == 1 and refs[0].hash.startswith("sha256:")
+
+
+def test_an_input_required_round_is_not_recorded_as_the_result(tmp_path: Path) -> None:
+    import mcp_types as types
+
+    db = tmp_path / "l.db"
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"yes": True})
+
+    async def main() -> Any:
+        with SQLiteSink(db) as sink:
+            gate = Gate(sink, policy=AllowList(["confirm"]))
+            gw = McpGateway(gate, flaky_server(tmp_path / "s"))
+            async with gw, Client(gw.server, elicitation_callback=elicit) as c:
+                return await c.call_tool("confirm", {})
+
+    result = run(main)
+    assert asked == ["Sure?"]
+    assert text(result) == "confirmed: {'yes': True}"
+    with SQLiteSink(db) as sink:
+        results = list(sink.events(kind=Kind.TOOL_RESULT, tool="confirm"))
+        assert len(results) == 2
+        first, final = results
+        assert first.result is None and "input required" in first.err
+        assert final.err == "" and "confirmed" in (final.result or "")

@@ -3,9 +3,10 @@ mcp-server-git and mcp-server-time). Run: ``python flaky_server.py STATE_DIR``.
 
 A resource ``note://today`` (the notes) and a prompt ``summarize``.
 Tools: ``echo`` (text), ``write_note`` (appends to STATE_DIR/notes.txt: an effect the
-tests can observe), ``slow`` (sleeps), ``crash`` (the process exits), ``hang`` (never
-answers). The description of ``write_note`` is read from STATE_DIR/description when that
-file exists, so a test can change the definition while the server runs (a rug pull).
+tests can observe), ``slow`` (sleeps), ``confirm`` (asks the client for input first),
+``crash`` (the process exits), ``hang`` (never answers). The description of
+``write_note`` is read from STATE_DIR/description when that file exists, so a test can
+change the definition while the server runs (a rug pull).
 With STATE_DIR/duplicate present the server lists ``echo`` twice.
 """
 
@@ -41,6 +42,7 @@ def _tools() -> list[types.Tool]:
             input_schema={**obj, "properties": {"line": {"type": "string"}}},
         ),
         types.Tool(name="slow", description="Sleep", input_schema={**obj}),
+        types.Tool(name="confirm", description="Asks the user first", input_schema={**obj}),
         types.Tool(name="crash", description="Exit the process", input_schema={**obj}),
         types.Tool(name="hang", description="Never answer", input_schema={**obj}),
     ]
@@ -53,7 +55,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=_tools())
 
 
-async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
     args = params.arguments or {}
     text = lambda s: [types.TextContent(type="text", text=s)]  # noqa: E731
     if params.name == "echo":
@@ -67,6 +69,17 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         (STATE / "slow-started").write_text("1")
         await anyio.sleep(float(args.get("seconds", 30)))
         return types.CallToolResult(content=text("slept"))
+    if params.name == "confirm":  # a 2026-07-28 multi-round-trip call
+        answer = (params.input_responses or {}).get("ok")
+        if answer is None:
+            ask = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message="Sure?",
+                    requested_schema={"type": "object", "properties": {"yes": {"type": "boolean"}}},
+                )
+            )
+            return types.InputRequiredResult(input_requests={"ok": ask}, request_state="round-1")
+        return types.CallToolResult(content=text(f"confirmed: {answer.content}"))
     if params.name == "crash":
         os._exit(3)
     if params.name == "hang":
