@@ -11,6 +11,7 @@
     ledger report --since 2026-01-01 --format html -o report.html
     ledger typed check ledger.yaml
     ledger db check sqlite:///ledger.db
+    ledger ui --db sqlite:///ledger.db  # a read-only web viewer on 127.0.0.1
 
 Every command is a thin layer over a library call; see ``docs/cli.md``. Errors (a wrong
 URL, a missing file, a locked database, a bad config) print one line on standard error
@@ -37,6 +38,7 @@ from ledger.cli import forensics as cli_forensics
 from ledger.cli import mcp as cli_mcp
 from ledger.cli import report as cli_report
 from ledger.cli import typed as cli_typed
+from ledger.cli import ui as cli_ui
 
 __all__ = ["cli", "main"]
 
@@ -145,6 +147,7 @@ cli_typed.register(cli)
 cli_db.register(cli)
 cli_mcp.register(cli)
 cli_export.register(cli)
+cli_ui.register(cli)
 
 
 def _debugging() -> bool:

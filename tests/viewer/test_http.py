@@ -1,0 +1,351 @@
+"""The viewer over real HTTP on 127.0.0.1: pages, status codes, headers, escaping of
+hostile values, read-only methods, paging, filters, errors, damaged rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import ValidationError
+from ledger.sinks import open_reader
+from ledger.viewer import Viewer, serve
+
+from .conftest import fetch, sqlite_url
+from .ledgers import HOSTILE_RUN, HOSTILE_TOOL, HUGE, PAGED_RUNS, Filled, fill
+
+RUN_LINK = re.compile(r'<a href="/run\?id=([^"]*)" class="mono">')
+
+
+def _runs_on(text: str) -> list[str]:
+    from html import unescape
+    from urllib.parse import unquote_plus
+
+    return [unquote_plus(unescape(m)) for m in RUN_LINK.findall(text)]
+
+
+def _pages(viewer: Viewer, filled: Filled) -> dict[str, tuple[str, dict[str, str]]]:
+    return {
+        "runs": ("/", {}),
+        "run": ("/run", {"id": filled.demo_run}),
+        "hostile run": ("/run", {"id": HOSTILE_RUN}),
+        "why": ("/why", {"run": filled.demo_run, "call": filled.demo_write_call}),
+        "hostile why": ("/why", {"run": HOSTILE_RUN, "call": "c-denied"}),
+        "report": ("/report", {}),
+        "report.html": ("/report.html", {}),
+        "integrity": ("/integrity", {}),
+        "event": ("/event", {"id": filled.huge_result_id}),
+        "search": ("/", {"q": "<script>"}),
+    }
+
+
+def test_every_page_answers_200_with_strict_headers(viewer: Viewer, filled: Filled) -> None:
+    for name, (path, params) in _pages(viewer, filled).items():
+        answer = fetch(viewer, path, params)
+        assert answer.status == 200, (name, answer.text[:500])
+        assert answer.headers["Content-Type"] == "text/html; charset=utf-8", name
+        csp = answer.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in csp and "style-src 'unsafe-inline'" in csp, name
+        assert "script-src" not in csp, name
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+        assert answer.headers["Referrer-Policy"] == "no-referrer"
+        assert answer.headers["X-Frame-Options"] == "DENY"
+
+
+def test_pages_load_nothing_from_elsewhere_and_run_no_script(
+    viewer: Viewer, filled: Filled
+) -> None:
+    for name, (path, params) in _pages(viewer, filled).items():
+        text = fetch(viewer, path, params).text.lower()
+        assert "<script" not in text, name
+        assert "<img" not in text and "<iframe" not in text and "<link" not in text, name
+        assert "onerror=" not in text.replace("onerror=alert", ""), name
+        assert "http://" not in text.replace("http://x", "").replace(
+            "http://www.w3.org/2000/svg", ""
+        ), name
+        assert "https://" not in text, name
+        assert "@import" not in text and "url(" not in text, name
+
+
+def test_hostile_values_are_escaped(viewer: Viewer) -> None:
+    page = fetch(viewer, "/run", {"id": HOSTILE_RUN}).text
+    assert '<script>alert("run")</script>' not in page
+    assert "&lt;script&gt;alert(&quot;run&quot;)&lt;/script&gt;" in page
+    assert HOSTILE_TOOL not in page
+    assert "&lt;img src=x onerror=alert(&quot;tool&quot;)&gt;" in page
+    assert "\u202e" not in page, "a bidi override reaches the page unmarked"
+    assert "U+202E</span>" in page
+    assert "&lt;/pre&gt;&lt;script&gt;" in page, "the hostile args are shown, escaped"
+    assert "planner/&lt;b&gt;coder&lt;/b&gt;&quot;" in page
+    runs = fetch(viewer, "/").text
+    assert _runs_on(runs).count(HOSTILE_RUN) == 1, "the hostile run links to itself"
+
+
+def test_a_huge_value_is_clipped_and_can_be_seen_whole(viewer: Viewer, filled: Filled) -> None:
+    page = fetch(viewer, "/run", {"id": HOSTILE_RUN}).text
+    assert len(page) < len(HUGE), "the page holds the huge value whole"
+    assert "250,041 chars" in page or "chars · show" in page
+    link = f"/value?event={filled.huge_result_id}&amp;field=result"
+    assert link in page, "the clipped value links to all of it"
+    whole = fetch(viewer, "/value", {"event": filled.huge_result_id, "field": "result"})
+    assert whole.status == 200
+    assert whole.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert "sandbox" in whole.headers["Content-Security-Policy"]
+    assert json.loads(whole.text) == {"body": HUGE}
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "PROPFIND"])
+def test_only_get_and_head_are_answered(viewer: Viewer, filled: Filled, method: str) -> None:
+    path = Path(filled.url.removeprefix("sqlite:///"))
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    answer = fetch(viewer, "/", method=method, body=b"kind=action",
+                   headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert answer.status == 405
+    assert answer.headers["Allow"] == "GET, HEAD"
+    assert answer.headers["X-Frame-Options"] == "DENY"
+    assert "read-only" in answer.text
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_head_answers_headers_without_a_body(viewer: Viewer) -> None:
+    answer = fetch(viewer, "/", method="HEAD")
+    assert answer.status == 200 and answer.body == b""
+    assert int(answer.headers["Content-Length"]) > 1000
+
+
+def test_browsing_writes_nothing(tmp_path: Path) -> None:
+    filled = fill(sqlite_url(tmp_path / "ro.db"), tmp_path / "work", paged=5)
+    db = tmp_path / "ro.db"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    with serve(filled.url) as v:
+        for path, params in _pages(v, filled).values():
+            assert fetch(v, path, params).status == 200
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_paging_visits_every_run_once(viewer: Viewer, filled: Filled) -> None:
+    total = PAGED_RUNS + 2
+    for order in ("newest", "oldest"):
+        seen: list[str] = []
+        params = {"order": order}
+        while True:
+            page = fetch(viewer, "/", params).text
+            runs = _runs_on(page)
+            assert len(runs) <= 50
+            seen += runs
+            nxt = re.search(r'id="next">', page)
+            if not nxt:
+                break
+            offset = re.search(r'offset=(\d+)" id="next"', page)
+            assert offset is not None
+            params = {"order": order, "offset": offset.group(1)}
+        assert len(seen) == total and len(set(seen)) == total, order
+        if order == "oldest":
+            assert seen[:3] == ["page-000", "page-001", "page-002"]
+        else:
+            assert seen[-1] == "page-000"
+    assert f"of {total}" in fetch(viewer, "/").text
+    assert len(_runs_on(fetch(viewer, "/", {"limit": "7"}).text)) == 7
+
+
+def test_filters(viewer: Viewer, filled: Filled) -> None:
+    def runs(**params: str) -> set[str]:
+        answer = fetch(viewer, "/", {**params, "limit": "500"})
+        assert answer.status == 200, answer.text[:300]
+        return set(_runs_on(answer.text))
+
+    paged = [f"page-{i:03d}" for i in range(PAGED_RUNS)]
+    assert runs(tool="tool-1") == {r for i, r in enumerate(paged) if i % 3 == 1}
+    assert runs(tool="run_shell") == {filled.demo_run}
+    assert runs(tool=HOSTILE_TOOL) == {HOSTILE_RUN}
+    denied = {r for i, r in enumerate(paged) if i % 10 == 0} | {filled.demo_run, HOSTILE_RUN}
+    assert runs(verdict="denied") == denied
+    assert runs(verdict="allowed", tool="tool-0") == {
+        r for i, r in enumerate(paged) if i % 3 == 0 and i % 10
+    }
+    assert runs(agent="agent-3") == {r for i, r in enumerate(paged) if i % 5 == 3}
+    assert runs(agent="CODER") == {HOSTILE_RUN}, "agent matches case-insensitively"
+    assert runs(q="job number 42") == {"page-042"}
+    assert runs(q="PermissionError") == {HOSTILE_RUN}, "search reaches errors"
+    assert runs(principal="nobody-has-this") == set()
+    # a window: the paged runs started one a minute from 2026-11-28T09:00Z
+    assert runs(since="2026-11-28T09:10:00Z", until="2026-11-28T09:13:00Z") == {
+        "page-010", "page-011", "page-012"
+    }  # fmt: skip
+    assert runs(since="2026-11-28T09:10:00Z", until="2026-11-28T09:20:00Z", tool="tool-2") == {
+        "page-011", "page-014", "page-017"
+    }  # fmt: skip
+    assert runs(since="2026-11-29") == {filled.demo_run, HOSTILE_RUN}
+
+
+def test_principal_filter_reads_structured_identity(tmp_path: Path) -> None:
+    import inspect
+
+    from ledger.model import Event
+    from ledger.sinks import open_sink
+
+    accepts = inspect.signature(Event.__init__).parameters
+    if "principal" in accepts:
+        who = {"principal": "alice@example.com"}
+    elif "actor" in accepts:
+        from ledger.model.values import Actor  # type: ignore[attr-defined]
+
+        who = {"actor": Actor(principal="alice@example.com")}
+    else:
+        pytest.skip("this Event has no structured principal yet")
+    url = sqlite_url(tmp_path / "who.db")
+    with open_sink(url) as sink:
+        sink.record(Event(kind="request", run_id="r-alice", args='"x"', **who))
+        sink.record(Event(kind="request", run_id="r-bob", args='"y"'))
+    with serve(url) as v:
+        page = fetch(v, "/", {"principal": "ALICE"}).text
+        assert set(_runs_on(page)) == {"r-alice"}
+        assert "alice@example.com" in page
+
+
+def test_errors_are_pages_with_the_right_status(viewer: Viewer, filled: Filled) -> None:
+    cases = [
+        ("/run", {"id": "no-such-run"}, 404, "no-such-run"),
+        ("/run", {}, 404, "no run given"),
+        ("/why", {"run": filled.demo_run, "call": "no-such-call"}, 404, "no-such-call"),
+        ("/event", {"id": "01J0000000000000000000000A"}, 404, "no event"),
+        ("/event", {"id": "not-an-id"}, 400, ""),
+        ("/", {"since": "yesterday-ish"}, 400, "not a time"),
+        ("/", {"since": "2026-12-01", "until": "2026-11-01"}, 400, "before until"),
+        ("/", {"verdict": "maybe"}, 400, "verdict"),
+        ("/", {"limit": "100000"}, 400, "limit"),
+        ("/report", {"until": "nonsense"}, 400, "not a time"),
+        ("/nowhere", {}, 404, "no page"),
+        ("/value", {"event": filled.huge_result_id, "field": "event_json"}, 404, "field"),
+    ]
+    for path, params, status, words in cases:
+        answer = fetch(viewer, path, params)
+        assert answer.status == status, (path, params, answer.text[:400])
+        assert 'id="error"' in answer.text
+        assert words in answer.text, (path, params)
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_why_json_is_the_explanation(viewer: Viewer, filled: Filled) -> None:
+    answer = fetch(viewer, "/why", {"run": filled.demo_run, "call": filled.demo_write_call,
+                                    "format": "json"})  # fmt: skip
+    assert answer.status == 200 and answer.headers["Content-Type"] == "application/json"
+    with open_reader(filled.url) as reader:
+        expected = reader.chain(filled.demo_run).why(filled.demo_write_call).to_dict()
+    assert json.loads(answer.body) == expected
+
+
+def test_report_page_matches_the_report(viewer: Viewer, filled: Filled) -> None:
+    from ledger.report import build_report
+    from ledger.viewer.params import when
+
+    params = {"since": "2026-11-30", "until": "2026-12-31"}
+    page = fetch(viewer, "/report", params).text
+    with open_reader(filled.url) as reader:
+        report = build_report(
+            reader, since=when("2026-11-30", "since"), until=when("2026-12-31", "u")
+        )
+    assert f'id="total-denials"><b>{len(report.denials)}</b>' in page
+    assert "Not compliant" in page  # the rogue delete_db ran without an intent
+    assert 'id="timeline-chart"' in page
+    as_json = json.loads(fetch(viewer, "/report", {**params, "format": "json"}).body)
+    assert as_json["totals"] == report.to_dict()["totals"]
+    csv_answer = fetch(viewer, "/report", {**params, "format": "csv"})
+    assert csv_answer.headers["Content-Type"] == "text/csv; charset=utf-8"
+    assert csv_answer.text.splitlines()[0].startswith("section,")
+
+
+def test_a_damaged_row_leaves_the_pages_readable(tmp_path: Path) -> None:
+    filled = fill(sqlite_url(tmp_path / "bad.db"), tmp_path / "work", paged=3)
+    with sqlite3.connect(tmp_path / "bad.db") as conn:
+        (seq,) = conn.execute(
+            "SELECT seq FROM events WHERE run_id = ? AND kind = 'tool_result' ORDER BY seq LIMIT 1",
+            (filled.demo_run,),
+        ).fetchone()
+        conn.execute("UPDATE events SET event_json = '{\"kind\": broken' WHERE seq = ?", (seq,))
+    with serve(filled.url) as v:
+        run = fetch(v, "/run", {"id": filled.demo_run})
+        assert run.status == 200, run.text[:500]
+        assert 'id="corrupt"' in run.text and "do not read back" in run.text
+        assert 'id="timeline"' in run.text and "run_shell" in run.text
+        runs = fetch(v, "/", {"q": "text-nowhere"})  # the search reads every row of each run
+        assert runs.status == 200 and 'id="corrupt"' in runs.text
+        assert _runs_on(runs.text) == []
+        assert filled.demo_run in _runs_on(fetch(v, "/", {"q": "tidy"}).text)
+        report = fetch(v, "/report")
+        assert report.status == 200 and "Not compliant" in report.text
+        why = fetch(v, "/why", {"run": filled.demo_run, "call": filled.demo_write_call})
+        assert why.status == 200
+
+
+def test_a_jsonl_ledger_is_shown_and_read_again_when_it_grows(tmp_path: Path) -> None:
+    from ledger.model import Event
+
+    filled = fill("jsonl:///" + str(tmp_path / "l.jsonl"), tmp_path / "work", paged=4)
+    with serve(filled.url) as v:
+        assert filled.demo_run in _runs_on(fetch(v, "/").text)
+        assert fetch(v, "/run", {"id": HOSTILE_RUN}).status == 200
+        integrity = fetch(v, "/integrity").text
+        assert "no tamper-evident log" in integrity
+        with (tmp_path / "l.jsonl").open("a", encoding="utf-8") as f:
+            f.write(Event(kind="request", run_id="late-run", args='"late"').to_json() + "\n")
+            f.write("{not json\n")
+        page = fetch(v, "/").text
+        assert "late-run" in _runs_on(page)
+        assert 'id="file-notes"' in page, "the unreadable line is reported"
+
+
+def test_integrity_of_a_sql_ledger(viewer: Viewer) -> None:
+    page = fetch(viewer, "/integrity").text
+    state = re.search(r'data-state="(\w+)"', page)
+    assert state is not None
+    try:
+        from ledger.integrity.verify import verify_ledger  # noqa: F401
+    except ImportError:
+        assert state.group(1) == "none"
+    else:
+        assert state.group(1) in {"verified", "none"}, page[page.find('id="integrity-status"') :][
+            :400
+        ]
+
+
+def test_a_foreign_host_header_is_refused(viewer: Viewer) -> None:
+    answer = fetch(viewer, "/", headers={"Host": "attacker.example:80"})
+    assert answer.status == 403 and "loopback" in answer.text
+    assert fetch(viewer, "/", headers={"Host": f"localhost:{viewer.port}"}).status == 200
+
+
+def test_only_loopback_addresses_unless_allowed(filled: Filled) -> None:
+    with pytest.raises(ValidationError, match=r"not a loopback address.*--allow-remote"):
+        serve(filled.url, host="0.0.0.0")
+    with pytest.raises(ValidationError, match="port"):
+        serve(filled.url, port=70000)
+    with serve(filled.url, host="127.0.0.1", port=0) as v:
+        assert v.url.startswith("http://127.0.0.1:") and v.port > 0
+
+
+def test_a_missing_ledger_is_refused_before_serving(tmp_path: Path) -> None:
+    from ledger.errors import StorageError
+
+    with pytest.raises(StorageError, match="no ledger"):
+        serve(sqlite_url(tmp_path / "absent.db"))
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_postgresql_ledger(pg_url: str, tmp_path: Path) -> None:
+    filled = fill(pg_url, tmp_path / "work", paged=5)
+    with serve(pg_url) as v:
+        page = fetch(v, "/").text
+        assert {filled.demo_run, HOSTILE_RUN} <= set(_runs_on(page))
+        assert "***" not in page or "postgresql://" in page
+        assert fetch(v, "/run", {"id": filled.demo_run}).status == 200
+        assert fetch(v, "/why", {"run": HOSTILE_RUN, "call": "c-denied"}).status == 200
+        assert set(_runs_on(fetch(v, "/", {"tool": "tool-1", "limit": "500"}).text)) == {
+            "page-001", "page-004"
+        }  # fmt: skip
+        assert fetch(v, "/report").status == 200
+        assert fetch(v, "/integrity").status == 200
