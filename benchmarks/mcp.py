@@ -1,34 +1,38 @@
 """Benchmark: a tools/call through the MCP gateway against the same server called directly.
 
-    python benchmarks/mcp.py [--calls 40] [--rounds 9] [--dir PATH]
+    python benchmarks/mcp.py [--calls 100] [--rounds 9] [--dir PATH]
 
-The downstream is the real ``mcp-server-time`` over stdio; its ``get_current_time`` is
-called with the SDK's own ``Client``:
+Two real downstream servers over stdio, each called with the SDK's own ``Client``:
+``mcp-server-time`` (``get_current_time``, the lightest real call there is, so the
+gateway's fixed cost shows most) and ``mcp-server-git`` on a scratch repository
+(``git_status``, and ``git_add`` of an unchanged file: a no-op, so every call does the
+same work). For each server, in the same run:
 
-- **direct**: ``Client(server).call_tool(...)``, no gateway;
+- **direct**: ``Client(server).call_tool(...)`` of the safe and of the non-safe tool,
+  no gateway;
 - **gateway, safe**: the SDK ``Client`` talking to :class:`McpGateway` in process (the
   SDK's direct 2026-07-28 path; the calls name one session in ``_meta``, so they are one
-  run) that forwards to a second instance of the server, the tool marked safe
+  run), forwarding to a second instance of the server; the tool is marked safe
   (forwarded, then recorded);
-- **gateway, non-safe**: the same with the tool allowed but not safe: its ``action`` is
-  durably committed (``SQLiteSink``, WAL, ``synchronous=FULL``) before it is forwarded;
-- **commit**: one ``commit_action`` of an action of the same shape on the same kind of
+- **gateway, non-safe**: the non-safe tool allowed: its ``action`` is durably committed
+  (``SQLiteSink``, WAL, ``synchronous=FULL``) before it is forwarded;
+- **commit_action**: one commit of an action of the same shape on the same kind of
   sink, what one durable write costs on this storage.
 
 Each round makes ``--calls`` calls of every side (the commit is a side too), one call of
-each side in turn, the order rotating, so load that drifts during the run hits every
-side alike (and none is timed while a gateway still writes the record of an earlier
-call, as between an agent's calls); per side and round the p50 and p99 latencies are taken, and the
-figure reported is the median over rounds. The bars (exit status 1 when one fails):
+each side in turn with the order rotating, so load that drifts during the run hits every
+side alike, and none is timed while a gateway still writes the record of an earlier call
+(as between an agent's calls). Per side and round the p50 and p99 latencies are taken;
+the figure reported is the median over rounds. The bars (exit status 1 when one fails):
 
 - non-safe: p50 <= 1.3 x direct p50 + commit p50, and p99 <= 1.3 x direct p99 + commit p99;
 - safe: p50 <= 1.2 x direct p50 and p99 <= 1.2 x direct p99.
 
-The gateway's upstream hop here is the SDK's in-process one, so the figures are the
-gateway's own cost plus the cheapest hop the SDK has; ``ledger mcp proxy`` as a
-subprocess adds a stdio hop instead (as any MCP proxy process does), about the cost of
-the direct call's own transport. The gate's records of a call (decision, result) are
-written after the answer is sent; only the ``action`` commit is on the answer's path.
+The gateway's upstream hop is the SDK's in-process one, so the figures are the
+gateway's own cost plus the cheapest hop the SDK offers; ``ledger mcp proxy`` as a
+subprocess has a stdio hop there instead (as any MCP proxy process does), about the cost
+of the direct call's own transport. A call's records (decision, result) are written
+after its answer is sent; only the ``action`` commit is on the answer's path.
 """
 
 from __future__ import annotations
@@ -37,11 +41,14 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 try:  # this file is named mcp.py: keep its folder off the path, or it shadows the SDK
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
@@ -57,14 +64,43 @@ from ledger.gate import AllowList, Gate
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
 from ledger.sinks import SQLiteSink
 
-TOOL = "get_current_time"
-ARGS = {"timezone": "Etc/UTC"}
+
+@dataclass(frozen=True)
+class Scenario:
+    """One downstream server and the calls made of it."""
+
+    label: str
+    args: list[str]  # the server command after the Python interpreter
+    safe_tool: str
+    safe_args: dict[str, Any]
+    unsafe_tool: str
+    unsafe_args: dict[str, Any]
 
 
-def server() -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_server_time"], env=dict(os.environ)
-    )
+def scenarios(workdir: Path) -> list[Scenario]:
+    repo = workdir / "repo"
+    repo.mkdir()
+    for cmd in (["init", "-q"], ["config", "user.email", "b@example.com"],
+                ["config", "user.name", "b"]):  # fmt: skip
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True)
+    (repo / "README.md").write_text("bench\n")
+    subprocess.run(["git", "-C", str(repo), "add", "README.md"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "bench"], check=True)
+    tz = {"timezone": "Etc/UTC"}
+    return [
+        # the lightest real call there is: the gateway's fixed cost is most visible here
+        Scenario("mcp-server-time", ["-m", "mcp_server_time"], "get_current_time", tz,
+                 "get_current_time", tz),
+        # a real repository: git_status (safe) and git_add of an unchanged file (non-safe,
+        # a no-op each time, so every call does the same work)
+        Scenario("mcp-server-git", ["-m", "mcp_server_git"], "git_status",
+                 {"repo_path": str(repo)}, "git_add",
+                 {"repo_path": str(repo), "files": ["README.md"]}),
+    ]  # fmt: skip
+
+
+def server(scenario: Scenario) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=scenario.args, env=dict(os.environ))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -81,15 +117,17 @@ async def timed(n: int, call: Callable[[], Awaitable[object]]) -> list[float]:
     return out
 
 
-def commit_once(sink: SQLiteSink, run_id: str, request_id: str, i: int) -> None:
+def commit_once(
+    sink: SQLiteSink, run_id: str, request_id: str, i: int, tool: str, args: dict[str, Any]
+) -> None:
     """One ``commit_action`` of an action shaped as the gateway's."""
     sink.commit_action(
         Event(
             kind=Kind.ACTION,
             run_id=run_id,
             call_id=f"bench-{i}",
-            tool=TOOL,
-            args=dict(ARGS),
+            tool=tool,
+            args=dict(args),
             verdict=Verdict.ALLOWED,
             reason="benchmark commit",
             refs=(Ref(source=RefSource.TOOL, id=request_id),),
@@ -97,28 +135,30 @@ def commit_once(sink: SQLiteSink, run_id: str, request_id: str, i: int) -> None:
     )
 
 
-async def main(calls: int, rounds: int, directory: Path) -> int:
+async def measure(sc: Scenario, calls: int, rounds: int, directory: Path) -> list[str]:
+    """Run one scenario; print its table; return the bars it fails."""
     results: dict[str, list[tuple[float, float]]] = {
-        "direct": [], "safe": [], "non-safe": [], "commit": []
+        "direct": [], "direct, non-safe tool": [], "safe": [], "non-safe": [], "commit": []
     }  # fmt: skip
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         safe_sink = SQLiteSink(Path(tmp) / "safe.db")
         unsafe_sink = SQLiteSink(Path(tmp) / "unsafe.db")
         commit_sink = SQLiteSink(Path(tmp) / "commit.db")
-        safe_gate = Gate(safe_sink, policy=AllowList([]), safe_tools={TOOL})
-        unsafe_gate = Gate(unsafe_sink, policy=AllowList([TOOL]))
+        safe_gate = Gate(safe_sink, policy=AllowList([]), safe_tools={sc.safe_tool})
+        unsafe_gate = Gate(unsafe_sink, policy=AllowList([sc.unsafe_tool]))
         async with (
-            Client(server()) as direct,
-            McpGateway(safe_gate, server()) as safe_gw,
-            McpGateway(unsafe_gate, server()) as unsafe_gw,
+            Client(server(sc)) as direct,
+            McpGateway(safe_gate, server(sc)) as safe_gw,
+            McpGateway(unsafe_gate, server(sc)) as unsafe_gw,
             Client(safe_gw.server) as safe,
             Client(unsafe_gw.server) as unsafe,
         ):
             one_run = {SESSION_META_KEY: "bench"}  # the calls of each side form one run
             sides: dict[str, Callable[[], Awaitable[object]]] = {
-                "direct": lambda: direct.call_tool(TOOL, ARGS),
-                "safe": lambda: safe.call_tool(TOOL, ARGS, meta=one_run),
-                "non-safe": lambda: unsafe.call_tool(TOOL, ARGS, meta=one_run),
+                "direct": lambda: direct.call_tool(sc.safe_tool, sc.safe_args),
+                "direct, non-safe tool": lambda: direct.call_tool(sc.unsafe_tool, sc.unsafe_args),
+                "safe": lambda: safe.call_tool(sc.safe_tool, sc.safe_args, meta=one_run),
+                "non-safe": lambda: unsafe.call_tool(sc.unsafe_tool, sc.unsafe_args, meta=one_run),
             }
             for side in sides.values():  # warm up every path (imports, first writes)
                 await timed(5, side)
@@ -127,7 +167,14 @@ async def main(calls: int, rounds: int, directory: Path) -> int:
             counter = iter(range(10**9))
 
             async def one_commit() -> None:
-                commit_once(commit_sink, baseline.run_id, request_id, next(counter))
+                commit_once(
+                    commit_sink,
+                    baseline.run_id,
+                    request_id,
+                    next(counter),
+                    sc.unsafe_tool,
+                    sc.unsafe_args,
+                )
 
             sides["commit"] = one_commit
             names = list(sides)
@@ -152,33 +199,46 @@ async def main(calls: int, rounds: int, directory: Path) -> int:
         return statistics.median(x[i] for x in results[name])
 
     d50, d99 = med("direct", 0), med("direct", 1)
+    u50, u99 = med("direct, non-safe tool", 0), med("direct, non-safe tool", 1)
     c50, c99 = med("commit", 0), med("commit", 1)
+    s50, s99 = med("safe", 0), med("safe", 1)
+    n50, n99 = med("non-safe", 0), med("non-safe", 1)
     rows = [
-        ("direct (baseline)", d50, d99, "", ""),
-        ("commit (baseline)", c50, c99, "", ""),
-        ("gateway, safe", med("safe", 0), med("safe", 1), f"{1.2 * d50:.0f}", f"{1.2 * d99:.0f}"),
+        (f"direct {sc.safe_tool}", d50, d99, "", ""),
+        (f"direct {sc.unsafe_tool}", u50, u99, "", ""),
+        ("commit_action", c50, c99, "", ""),
+        (f"gateway {sc.safe_tool} (safe)", s50, s99, f"{1.2 * d50:.0f}", f"{1.2 * d99:.0f}"),
         (
-            "gateway, non-safe",
-            med("non-safe", 0),
-            med("non-safe", 1),
-            f"{1.3 * d50 + c50:.0f}",
-            f"{1.3 * d99 + c99:.0f}",
+            f"gateway {sc.unsafe_tool} (non-safe)",
+            n50,
+            n99,
+            f"{1.3 * u50 + c50:.0f}",
+            f"{1.3 * u99 + c99:.0f}",
         ),
     ]
-    print(f"MCP gateway, {rounds} rounds x {calls} calls of {TOOL} (mcp-server-time, stdio)")
-    print(f"{'side':<20} {'p50 us':>9} {'p99 us':>9} {'bar p50':>9} {'bar p99':>9}")
+    print(f"\n{sc.label}: {rounds} rounds x {calls} calls per side, stdio downstream")
+    print(f"{'side':<36} {'p50 us':>8} {'p99 us':>8} {'bar p50':>8} {'bar p99':>8}")
     for name, p50, p99, b50, b99 in rows:
-        print(f"{name:<20} {p50:>9.0f} {p99:>9.0f} {b50:>9} {b99:>9}")
+        print(f"{name:<36} {p50:>8.0f} {p99:>8.0f} {b50:>8} {b99:>8}")
     print(
-        f"ratios to direct: safe p50 {med('safe', 0) / d50:.2f}x p99 {med('safe', 1) / d99:.2f}x;"
-        f" non-safe p50 {(med('non-safe', 0) - c50) / d50:.2f}x p99 "
-        f"{(med('non-safe', 1) - c99) / d99:.2f}x (after subtracting one commit)"
+        f"safe: {s50 / d50:.2f}x direct at p50, {s99 / d99:.2f}x at p99 (bar 1.2x); non-safe "
+        f"minus one commit: {(n50 - c50) / u50:.2f}x direct at p50, {(n99 - c99) / u99:.2f}x "
+        "at p99 (bar 1.3x)"
     )
     failed = []
-    if med("safe", 0) > 1.2 * d50 or med("safe", 1) > 1.2 * d99:
-        failed.append("safe calls exceed 1.2x direct")
-    if med("non-safe", 0) > 1.3 * d50 + c50 or med("non-safe", 1) > 1.3 * d99 + c99:
-        failed.append("non-safe calls exceed 1.3x direct plus one commit")
+    if s50 > 1.2 * d50 or s99 > 1.2 * d99:
+        failed.append(f"{sc.label}: safe calls exceed 1.2x direct")
+    if n50 > 1.3 * u50 + c50 or n99 > 1.3 * u99 + c99:
+        failed.append(f"{sc.label}: non-safe calls exceed 1.3x direct plus one commit")
+    return failed
+
+
+async def main(calls: int, rounds: int, directory: Path) -> int:
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        failed = []
+        for sc in scenarios(Path(tmp)):
+            failed += await measure(sc, calls, rounds, directory)
+    print()
     for f in failed:
         print(f"FAIL: {f}")
     if not failed:
@@ -188,7 +248,7 @@ async def main(calls: int, rounds: int, directory: Path) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--dir", type=Path, default=Path.cwd())
     ns = parser.parse_args()
