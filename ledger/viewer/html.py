@@ -153,7 +153,10 @@ def table(
         return f'<p class="muted">{esc(empty)}</p>'
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     ident = f' id="{attr(id_)}"' if id_ else ""
-    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (
+        f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 _NAV = (

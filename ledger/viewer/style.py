@@ -42,14 +42,17 @@ padding:.45em .9em;min-width:7.5em}
 .stat.ok{border-color:#4ac26b;background:var(--ok-bg)}
 table{border-collapse:collapse;width:100%;background:var(--card);
 border:1px solid var(--line);border-radius:8px;overflow:hidden;table-layout:auto}
-th,td{padding:.45em .7em;text-align:left;vertical-align:top;border-bottom:1px solid
+th,td{padding:.45em .6em;text-align:left;vertical-align:top;border-bottom:1px solid
 var(--line)}
 th{background:#f0f2f5;font-weight:600;font-size:12.5px;color:#424a53;white-space:nowrap}
 tbody tr:hover{background:#f8fafc}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.t{white-space:nowrap;font-variant-numeric:tabular-nums}
 td.id{font-family:var(--mono);font-size:12px;word-break:break-all}
-td.run-id{min-width:13em;max-width:17em}td.req{min-width:16em}
+td.run-id{min-width:11em;max-width:16em}td.req{min-width:15em}
+td.req .v{font-family:inherit;font-size:13px}td.who{min-width:8em;max-width:14em}
+td.who .mono{word-break:break-all}
+.scroll{overflow-x:auto;max-width:100%}
 tr.denied td{background:#fff5f5}
 .badge{display:inline-block;padding:.05em .55em;border-radius:999px;font-size:12px;
 font-weight:600;border:1px solid transparent;white-space:nowrap;line-height:1.6}

@@ -130,6 +130,20 @@ def _shot(driver: object, name: str, tmp_path: Path) -> bytes:
     return png
 
 
+def _follow(driver: object, element: object) -> None:
+    """Click ``element`` and wait for the next page to replace this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+    element.click()  # type: ignore[attr-defined]
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))  # type: ignore[arg-type]
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+
+
 def _no_overflow(driver: object, name: str) -> None:
     wide = driver.execute_script(  # type: ignore[attr-defined]
         "return [document.documentElement.scrollWidth, window.innerWidth]"
@@ -155,14 +169,17 @@ def test_runs_list_to_run_to_why_to_report(
     # the hostile run id shows as text; no script ran (an alert would block the driver)
     assert d.execute_script("return document.scripts.length") == 0  # type: ignore[attr-defined]
     _no_overflow(d, "runs")
+    widths = "const t = document.getElementById('runs'); return [t.scrollWidth,"
+    fits = d.execute_script(widths + " t.parentNode.clientWidth]")  # type: ignore[attr-defined]
+    assert fits[0] <= fits[1], f"the runs table is {fits[0]} px wide in {fits[1]} px"
     _shot(d, "1-runs", tmp_path)
 
     # filter: the demo's shell tool, then open the demo run
     find(By.ID, "f-tool").send_keys("run_shell")
-    find(By.ID, "apply").click()
+    _follow(d, find(By.ID, "apply"))
     rows = find_all(By.CSS_SELECTOR, "#runs tbody tr")
     assert len(rows) == 1
-    rows[0].find_element(By.CSS_SELECTOR, "a").click()
+    _follow(d, rows[0].find_element(By.CSS_SELECTOR, "a"))
     assert filled.demo_run in find(By.ID, "title").text
     assert find(By.ID, "timeline").is_displayed()
     denied = find_all(By.CSS_SELECTOR, "#timeline li.denied")
@@ -177,7 +194,7 @@ def test_runs_list_to_run_to_why_to_report(
         li for li in find_all(By.CSS_SELECTOR, "#timeline li.action")
         if li.get_attribute("data-call") == filled.demo_write_call
     )  # fmt: skip
-    write.find_element(By.CSS_SELECTOR, "a.why-link").click()
+    _follow(d, write.find_element(By.CSS_SELECTOR, "a.why-link"))
     assert "write_file" in find(By.ID, "title").text
     assert "allowed" in find(By.ID, "verdict").text
     assert find(By.ID, "explanation").is_displayed()
@@ -186,7 +203,7 @@ def test_runs_list_to_run_to_why_to_report(
     _shot(d, "3-why", tmp_path)
 
     # the report, from the navigation
-    find(By.ID, "nav-report").click()
+    _follow(d, find(By.ID, "nav-report"))
     assert find(By.ID, "title").text == "Compliance report"
     assert find(By.ID, "compliance").is_displayed()
     assert find(By.CSS_SELECTOR, "#report-chart svg").is_displayed()

@@ -280,6 +280,11 @@ def test_a_damaged_row_leaves_the_pages_readable(tmp_path: Path) -> None:
         assert report.status == 200 and "Not compliant" in report.text
         why = fetch(v, "/why", {"run": filled.demo_run, "call": filled.demo_write_call})
         assert why.status == 200
+        integrity = fetch(v, "/integrity").text
+        state = re.search(r'data-state="(\w+)"', integrity)
+        assert state is not None and state.group(1) in {"failed", "none"}
+        if state.group(1) == "failed":  # the tamper-evident log names the rewritten row
+            assert 'id="integrity-findings"' in integrity and "changed" in integrity
 
 
 def test_a_jsonl_ledger_is_shown_and_read_again_when_it_grows(tmp_path: Path) -> None:

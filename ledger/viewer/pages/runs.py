@@ -102,6 +102,13 @@ def _status(row_outcome: str, ended: bool) -> str:
     )
 
 
+def _who(agent: str, principal: str) -> str:
+    shown = f'<span class="mono">{esc(agent)}</span>' if agent else '<span class="muted">-</span>'
+    if principal:
+        shown += f'<br><span class="small muted">for</span> {esc(principal)}'
+    return shown
+
+
 def _table(result: RunPage) -> str:
     rows, css = [], []
     for r in result.rows:
@@ -112,8 +119,7 @@ def _table(result: RunPage) -> str:
                 when_text(s.first_time),
                 span_text(s.last_time - s.first_time),
                 value(request_text(r.request), limit=110, empty="(no request)"),
-                esc(r.agent) or '<span class="muted">-</span>',
-                esc(r.principal) or '<span class="muted">-</span>',
+                _who(r.agent, r.principal),
                 str(s.events),
                 str(s.actions),
                 badge(s.denials, "denied") if s.denials else "0",
@@ -127,8 +133,7 @@ def _table(result: RunPage) -> str:
         "started (UTC)",
         "span",
         "request",
-        "agent",
-        "principal",
+        "agent · principal",
         "events",
         "actions",
         "denials",
@@ -141,7 +146,7 @@ def _table(result: RunPage) -> str:
         empty="No runs match.",
         id_="runs",
         row_css=css,
-        cell_css=("id run-id", "t", "n", "req", "", "", "n", "n", "n", "n", ""),
+        cell_css=("id run-id", "t", "n", "req", "who", "n", "n", "n", "n", ""),
     )
 
 
