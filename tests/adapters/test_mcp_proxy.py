@@ -374,3 +374,52 @@ def test_a_client_that_disconnects_mid_call_leaves_a_complete_record(tmp_path: P
         (action,) = chain.actions
         assert action.intent.verdict is Verdict.ALLOWED
         assert action.result is not None and action.result.err  # cancelled, not lost
+
+
+@pytest.mark.postgres
+def test_the_proxy_on_postgresql(repo: Path, pg_dsn: str) -> None:
+    import uuid
+
+    import sqlalchemy as sa
+
+    schema = "mcp_" + uuid.uuid4().hex[:12]
+    joiner = "&" if "?" in pg_dsn else "?"
+    url = f"{pg_dsn}{joiner}ledger_schema={schema}"
+    before = repo_state(repo)
+    args = ["-m", "ledger", "mcp", "proxy", "--db", url, "--safe", "git_status",
+            "--allow", "git_add", "--", PY, "-m", "mcp_server_git"]  # fmt: skip
+    params = StdioServerParameters(command=PY, args=args, env=env())
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(params) as c:
+            commit = await c.call_tool("git_commit", {"repo_path": str(repo), "message": "x"})
+            add = await c.call_tool("git_add", {"repo_path": str(repo), "files": ["new.txt"]})
+            return commit, add
+
+    try:
+        commit, add = asyncio.run(main())
+        assert commit.is_error and not add.is_error
+        assert repo_state(repo)[0] == before[0]  # no commit was made
+        runs = subprocess.run(
+            [PY, "-m", "ledger", "runs", "--db", url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env(),
+        )
+        assert runs.returncode == 0, runs.stderr
+        (run,) = json.loads(runs.stdout)
+        chain = subprocess.run(
+            [PY, "-m", "ledger", "chain", run["run_id"], "--db", url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env(),
+        )
+        verdicts = {a["tool"]: a["verdict"] for a in json.loads(chain.stdout)["actions"]}
+        assert verdicts == {"git_commit": "denied", "git_add": "allowed"}
+    finally:
+        engine = sa.create_engine(sa.make_url(pg_dsn).set(drivername="postgresql+psycopg"))
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
