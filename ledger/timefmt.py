@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from ledger.errors import ValidationError
 
-__all__ = ["coerce_time", "format_time", "parse_time", "utc_now"]
+__all__ = ["coerce_time", "format_time", "format_time_us", "parse_time", "utc_now"]
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))\Z",
@@ -52,6 +52,18 @@ def format_time(value: datetime) -> str:
     utc = value.tzinfo is UTC
     text = value.isoformat()[:-6] if utc else value.replace(tzinfo=None).isoformat()
     return (text.rstrip("0") if value.microsecond else text) + "Z"
+
+
+def format_time_us(value: datetime) -> str:
+    """RFC 3339 in UTC with ``Z`` and always six fractional digits, so every time is one
+    width and sorts as text: the form of machine output (``--json``, reports). (Stored
+    events keep :func:`format_time`'s form, the reference's.)
+
+    >>> format_time_us(parse_time("2026-01-02T03:04:05Z"))
+    '2026-01-02T03:04:05.000000Z'
+    """
+    utc = value.astimezone(UTC).replace(tzinfo=None)
+    return utc.isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(text: str, *, field: str = "time") -> datetime:

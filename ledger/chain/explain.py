@@ -30,7 +30,7 @@ from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
 from ledger.model.event import Event
 from ledger.model.values import Approval, Ref
-from ledger.timefmt import format_time
+from ledger.timefmt import format_time, format_time_us
 
 __all__ = ["Explanation", "clip"]
 
@@ -123,7 +123,7 @@ class Explanation:
                 {
                     "event_id": str(self.request.event_id),
                     "args": _value(self.request.args),
-                    "time": format_time(self.request.time),
+                    "time": format_time_us(self.request.time),
                 }
                 if self.request
                 else None

@@ -29,8 +29,8 @@ from ledger.chain.explain import clip
 from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
 from ledger.model.event import Event
-from ledger.model.values import Ref
-from ledger.timefmt import format_time
+from ledger.model.values import Approval, Ref
+from ledger.timefmt import format_time, format_time_us
 
 __all__ = [
     "ChainParts",
@@ -75,6 +75,9 @@ def raw_json_value(text: str | None) -> Any:
 def event_dict(e: Event) -> dict[str, Any]:
     """An event in the reference's JSON shape, ``args``/``result`` as JSON values."""
     value: dict[str, Any] = json.loads(e.to_json())
+    value["time"] = format_time_us(e.time)  # one width, as all machine output
+    if e.approval is not None and e.approval.time is not None:
+        value["approval"]["time"] = format_time_us(e.approval.time)
     return value
 
 
@@ -99,16 +102,25 @@ def action_dict(a: Action, decision: Event | None = None) -> dict[str, Any]:
         "verdict": str(a.verdict) if a.verdict else None,
         "reason": intent.reason,
         "policy": decision.label if decision is not None else "",
-        "approval": approval_dict(approval) if approval is not None else None,
+        "approval": _approval(approval),
         "outcome": a.outcome,
         "evidence": [r.to_dict() for r in a.evidence],
         "result": raw_json_value(result.result) if result else None,
         "err": result.err if result else "",
         "duration_ms": result.duration_ms if result and result.duration_ms else None,
-        "time": format_time(intent.time),
+        "time": format_time_us(intent.time),
         "intent_event_id": str(intent.event_id),
         "result_event_id": str(result.event_id) if result else None,
     }
+
+
+def _approval(approval: Approval | None) -> dict[str, str] | None:
+    if approval is None:
+        return None
+    out = approval_dict(approval)
+    if approval.time is not None:
+        out["time"] = format_time_us(approval.time)
+    return out
 
 
 def anomaly_dict(x: Anomaly) -> dict[str, Any]:

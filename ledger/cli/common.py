@@ -1,19 +1,24 @@
 """Shared pieces of the ``ledger`` command: options, output, time parsing.
 
 Every command that reads or writes provenance takes ``--db URL`` (environment variable
-``LEDGER_DB``; default ``sqlite:///ledger.db``, the file ``./ledger.db``). ``--json``
-prints machine output with stable field names; human output goes through rich, which
-drops colour and animation when the output is not a terminal.
+``LEDGER_DB``; default ``sqlite:///ledger.db``, the file ``./ledger.db``; a bare file path
+is a SQLite file, or a JSONL one when it ends in ``.jsonl``). Every listing takes
+``--json`` (one JSON array), ``--nl`` (newline-delimited JSON, one object a line, as
+sqlite-utils writes it) or ``--csv``, with stable field names and times in one RFC 3339
+form with microseconds; human output goes through rich, which drops colour and animation
+when the output is not a terminal. Run and call ids may be given by a unique prefix.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -24,21 +29,25 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ledger.errors import ValidationError
+from ledger.errors import CallNotFound, RunNotFound, ValidationError
 from ledger.sinks import Reader, open_reader
-from ledger.timefmt import format_time, parse_time
+from ledger.timefmt import format_time, format_time_us, parse_time
 
 __all__ = [
     "DEFAULT_DB",
     "check_window",
     "db_option",
     "emit_json",
+    "emit_listing",
     "human_time",
     "json_option",
+    "listing_options",
     "narrow_table",
     "open_db",
     "parse_when",
     "progress",
+    "resolve_call",
+    "resolve_run",
     "short_hash",
     "stdout",
     "window_options",
@@ -197,7 +206,7 @@ def short_hash(value: str | None) -> str:
 
 def _default(value: object) -> Any:
     if isinstance(value, datetime):
-        return format_time(value)
+        return format_time_us(value)
     return str(value)
 
 
@@ -231,3 +240,111 @@ def progress(description: str, total: int | None = None) -> Iterator[Callable[[i
             bar.update(task, completed=done)
 
         yield update
+
+
+# --- listings: --json, --nl, --csv ----------------------------------------------------
+
+
+def listing_options(f: F) -> F:
+    """``--json`` / ``--nl`` / ``--csv`` for a listing; the command gets ``form``:
+    ``"table"`` (the default, for people), ``"json"``, ``"nl"`` or ``"csv"``."""
+
+    @functools.wraps(f)
+    def chosen(*args: Any, **kwargs: Any) -> Any:
+        picked = [name for name in ("json", "nl", "csv") if kwargs.pop(f"as_{name}")]
+        if len(picked) > 1:
+            raise click.UsageError(
+                "give one of --json, --nl and --csv", ctx=click.get_current_context(silent=True)
+            )
+        kwargs["form"] = picked[0] if picked else "table"
+        return f(*args, **kwargs)
+
+    wrapped = click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one row a line).")(
+        cast(F, chosen)
+    )
+    wrapped = click.option(
+        "--nl", "as_nl", is_flag=True, help="Print newline-delimited JSON (one object a line)."
+    )(wrapped)
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")(wrapped)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return format_time_us(value)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=_default)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def emit_listing(
+    rows: Iterable[Mapping[str, Any]], form: str, columns: Sequence[str], *, header: bool = True
+) -> int:
+    """Print ``rows`` as a JSON array, NDJSON or CSV (``columns`` is the CSV header and
+    order, printed unless ``header=False``; nested values are JSON in their cell),
+    streaming; return how many there were."""
+    count = 0
+    if form == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if header:
+            writer.writerow(columns)
+            click.echo(buffer.getvalue(), nl=False)
+        for row in rows:
+            buffer.seek(0)
+            buffer.truncate()
+            writer.writerow([_cell(row.get(c)) for c in columns])
+            click.echo(buffer.getvalue(), nl=False)
+            count += 1
+        return count
+    if form == "nl":
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False, default=_default))
+            count += 1
+        return count
+    click.echo("[", nl=False)
+    for row in rows:
+        text = json.dumps(row, indent=2, ensure_ascii=False, default=_default)
+        click.echo(("\n" if not count else ",\n") + "  " + text.replace("\n", "\n  "), nl=False)
+        count += 1
+    click.echo("\n]" if count else "]")
+    return count
+
+
+# --- ids by unique prefix --------------------------------------------------------------
+
+
+def resolve_run(reader: Reader, given: str) -> str:
+    """The run id ``given`` names: itself when the ledger holds it, else the one run id
+    it is a unique prefix of. ``RunNotFound`` when none, a usage error when several."""
+    if next(iter(reader.events(run_id=given, limit=1)), None) is not None:
+        return given
+    if not given:
+        raise RunNotFound("no events outside any run are stored (see `ledger runs`)")
+    found = [r.run_id for r in reader.runs() if r.run_id.startswith(given)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise RunNotFound(f"no run id is or starts with {given!r} (see `ledger runs`)")
+    shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    raise click.UsageError(f"run id prefix {given!r} is ambiguous: {shown}")
+
+
+def resolve_call(call_ids: Iterable[str], given: str, run_id: str) -> str:
+    """The call id ``given`` names among ``call_ids`` (itself, or the one it is a unique
+    prefix of); ``CallNotFound`` when none, a usage error when several."""
+    ids = list(dict.fromkeys(c for c in call_ids if c))
+    if given in ids:
+        return given
+    found = [c for c in ids if given and c.startswith(given)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        known = ", ".join(repr(c) for c in ids) or "none"
+        raise CallNotFound(
+            f"call id {given!r} has no action in run {run_id!r} (call ids present: {known})"
+        )
+    raise click.UsageError(f"call id prefix {given!r} is ambiguous: {', '.join(found)}")

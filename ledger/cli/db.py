@@ -11,15 +11,16 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ledger.cli.common import emit_json, json_option, stdout
+from ledger.cli.common import emit_json, json_option, progress, stdout
 from ledger.report.database import check_database, database_url
 
 __all__ = ["db", "register"]
 
 
-@click.group(short_help="Database schema and health: upgrade, check.")
+@click.group(short_help="Database schema, health and copies: upgrade, check, copy.")
 def db() -> None:
-    """Database schema and health: upgrade (create or migrate), check (read-only)."""
+    """Database schema, health and copies: upgrade (create or migrate), check
+    (read-only), copy (into an empty ledger, verified)."""
 
 
 @db.command(short_help="Create or migrate the schema at URL to the newest revision.")
@@ -65,6 +66,33 @@ def check(url: str, as_json: bool) -> None:
         stdout().print(verdict)
     if not result.ok:
         raise SystemExit(1)
+
+
+@db.command(short_help="Copy a ledger into an empty one (any store), then verify it.")
+@click.argument("source")
+@click.argument("destination")
+@click.option(
+    "--skip-unreadable", is_flag=True,
+    help="Leave out source records that do not read back (listed), instead of stopping.",
+)  # fmt: skip
+@json_option
+def copy(source: str, destination: str, skip_unreadable: bool, as_json: bool) -> None:
+    """Copy every event of SOURCE into the empty ledger DESTINATION in commit order, then
+    read the copy back and check it holds the same events (SQLite, PostgreSQL, JSONL)."""
+    from ledger.sinks import copy_ledger
+
+    with progress("copying events") as step:
+        result = copy_ledger(source, destination, skip_unreadable=skip_unreadable, progress=step)
+    if as_json:
+        emit_json(
+            {"source": result.source, "destination": result.destination,
+             "copied": result.copied, "verified": result.verified,
+             "skipped": list(result.skipped)}
+        )  # fmt: skip
+        return
+    click.echo(f"copied {result.copied} events to {result.destination}; the copy verifies")
+    for line in result.skipped:
+        click.echo(f"left out: {line}", err=True)
 
 
 def register(group: click.Group) -> None:

@@ -7,6 +7,7 @@ Each is a thin layer over a reader call (``Reader.runs``, ``Reader.chain``,
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -19,19 +20,24 @@ from rich.tree import Tree
 from ledger.adapters.mcp.definitions import DefinitionResolver
 from ledger.chain import Chain
 from ledger.chain.explain import clip
-from ledger.chain.views import outcome_text
+from ledger.chain.parts import UNINTENDED
+from ledger.chain.views import event_dict, outcome_text
 from ledger.cli.common import (
     db_option,
     emit_json,
+    emit_listing,
     human_time,
     json_option,
+    listing_options,
     narrow_table,
     open_db,
+    resolve_call,
+    resolve_run,
     short_hash,
     stdout,
     window_options,
 )
-from ledger.drift import RefCheck, Resolver, chain_refs, verify_refs
+from ledger.drift import RefCheck, Resolver, chain_refs, content_hash, verify_refs
 from ledger.errors import RunNotFound
 from ledger.model.values import Kind, Ref, RefSource, Verdict
 from ledger.report.model import run_dict
@@ -57,17 +63,22 @@ def _span(first: datetime, last: datetime) -> str:
     return f"{start} → {end}"
 
 
+RUN_COLUMNS = ("run_id", "first_time", "last_time", "events", "actions", "denials",
+               "errors", "ended")  # fmt: skip
+
+
 @click.command(short_help="One row per run: time span, actions, denials, errors.")
 @db_option
 @window_options
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many runs.")
-@json_option
-def runs(db: str, since: Any, until: Any, limit: int | None, as_json: bool) -> None:
+@click.option("--newest", is_flag=True, help="Newest runs first (with --limit: the latest).")
+@listing_options
+def runs(db: str, since: Any, until: Any, limit: int | None, newest: bool, form: str) -> None:
     """One row per run: time span, actions, denials, errors, whether it ended."""
     with open_db(db) as reader:
-        found = list(reader.runs(since=since, until=until, limit=limit))
-    if as_json:
-        emit_json([run_dict(s) for s in found])
+        found = list(reader.runs(since=since, until=until, limit=limit, newest=newest))
+    if form != "table":
+        emit_listing((run_dict(s) for s in found), form, RUN_COLUMNS)
         return
     table = narrow_table(f"{len(found)} run(s), times in UTC")
     table.add_column("run", no_wrap=True, min_width=26)
@@ -135,7 +146,7 @@ def chain_tree(chain: Chain) -> Tree:
 
 
 def _chain(reader: Reader, run_id: str) -> Chain:
-    chain = reader.chain(run_id)
+    chain = reader.chain(resolve_run(reader, run_id))
     if not chain.events:  # a reader that predates RunNotFound
         raise RunNotFound(f"no events recorded for run {run_id!r} (see `ledger runs`)")
     return chain
@@ -163,11 +174,69 @@ def chain(run_id: str, db: str, as_json: bool) -> None:
 def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
     """One action explained backward: verdict, reason, evidence, the request."""
     with open_db(db) as reader:
-        explanation = _chain(reader, run_id).why(call_id)
+        found = _chain(reader, run_id)
+    call = resolve_call(
+        [*(a.call_id for a in found.actions), *(e.call_id for e in found.events)],
+        call_id,
+        found.run_id,
+    )
+    if not any(a.call_id == call for a in found.actions):
+        _why_not_an_action(found, call, as_json)
+        return
+    explanation = found.why(call)
     if as_json:
         emit_json(explanation.to_dict())
     else:
         click.echo(explanation.render(stdout().width))
+
+
+def _why_not_an_action(chain: Chain, call: str, as_json: bool) -> None:
+    """``ledger why`` of a call that has no action: a safe read (or a result that ran
+    without an intent): what the gate decided, what it returned, and whether the chain
+    flags it."""
+    events = [e for e in chain.events if e.call_id == call]
+    decision = next((e for e in events if e.kind is Kind.GATE_DECISION), None)
+    result = next((e for e in events if e.kind is Kind.TOOL_RESULT), None)
+    flagged = [str(x) for x in chain.anomalies if x.call_id == call]
+    tool = next((e.tool for e in events if e.tool), "?")
+    covered = not any(x.code in UNINTENDED for x in chain.anomalies if x.call_id == call)
+    what = "a safe read" if covered and decision is not None else "a result without an intent"
+    if as_json:
+        emit_json(
+            {
+                "run_id": chain.run_id,
+                "call_id": call,
+                "tool": tool,
+                "kind": "safe_read" if what == "a safe read" else "unintended_result",
+                "decision": (
+                    {
+                        "verdict": str(decision.verdict or ""),
+                        "reason": decision.reason,
+                        "policy": decision.label,
+                    }
+                    if decision
+                    else None
+                ),
+                "result": event_dict(result) if result is not None else None,
+                "anomalies": flagged,
+            }
+        )
+        return
+    lines = [f"{tool} (call {call}) in run {chain.run_id}: {what}, no action committed"]
+    if decision is not None:
+        policy = f" (policy {decision.label})" if decision.label else ""
+        lines.append(f"  gate:     {decision.verdict or '?'}: {decision.reason}{policy}")
+    else:
+        lines.append("  gate:     no decision recorded")
+    if result is not None:
+        body = result.err or clip(result.result, 200) or "(empty)"
+        lines.append(f"  result:   {body} (event {result.event_id})")
+        if result.result is not None:
+            lines.append(
+                f"  hash:     {content_hash(result.result)} (what a citing action's ref holds)"
+            )
+    lines.extend(f"  anomaly:  {x}" for x in flagged)
+    click.echo("\n".join(lines))
 
 
 @click.command(short_help="Events filtered by run, kind, tool, verdict, time.")
@@ -179,7 +248,13 @@ def why(run_id: str, call_id: str, db: str, as_json: bool) -> None:
 @window_options
 @click.option("--after", metavar="EVENT_ID", help="Only events committed after this one.")
 @click.option("--limit", type=click.IntRange(min=0), default=1000, show_default=True)
-@json_option
+@click.option(
+    "--follow", "-f", is_flag=True,
+    help="Keep printing new events as they are committed (NDJSON unless --json/--csv...).",
+)  # fmt: skip
+@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True,
+              help="Seconds between looks for new events with --follow.")  # fmt: skip
+@listing_options
 def events(
     db: str,
     run_id: str | None,
@@ -190,9 +265,19 @@ def events(
     until: Any,
     after: str | None,
     limit: int,
-    as_json: bool,
+    follow: bool,
+    interval: float,
+    form: str,
 ) -> None:
-    """Events filtered by run, kind, tool, verdict and time window (commit order)."""
+    """Events filtered by run, kind, tool, verdict and time window (commit order).
+
+    With --follow, print every matching event, then each new one as it is committed, in
+    commit order and without a gap, until interrupted (Ctrl-C)."""
+    filters = {"run_id": run_id, "kind": kind, "tool": tool, "verdict": verdict,
+               "since": since, "until": until}  # fmt: skip
+    if follow:
+        _follow(db, filters, after, "nl" if form == "table" else form, interval)
+        return
     with open_db(db) as reader:
         found = reader.events(
             run_id=run_id,
@@ -204,9 +289,8 @@ def events(
             after=after,
             limit=limit,
         )
-        if as_json:
-            for e in found:
-                click.echo(e.to_json())
+        if form != "table":
+            emit_listing(map(event_dict, found), form, EVENT_COLUMNS)
             return
         table = narrow_table()
         table.add_column("time", overflow="fold")
@@ -242,6 +326,38 @@ def events(
         console.print(f"limit reached: continue with --after {last}")
     elif count:
         console.print(f"last event {last} (tail with --after {last})")
+
+
+EVENT_COLUMNS = ("event_id", "run_id", "call_id", "time", "kind", "tool", "label", "verdict",
+                 "reason", "args", "result", "err", "duration_ms", "agent_path", "preview",
+                 "refs", "actor", "approval")  # fmt: skip
+
+
+def _follow(
+    db: str, filters: dict[str, Any], after: str | None, form: str, interval: float
+) -> None:
+    """Print matching events, then new ones as they commit. The cursor is the last event
+    seen (``after=``), so each look starts where the last ended: commit order, no gap,
+    nothing twice."""
+    import time
+
+    cursor = after
+    header = form == "csv"
+    try:
+        with open_db(db) as reader:
+            while True:
+                batch = list(reader.events(**filters, after=cursor, limit=1000))
+                if batch:
+                    shown = "csv" if form == "csv" else "nl"
+                    emit_listing(map(event_dict, batch), shown, EVENT_COLUMNS, header=header)
+                    header = False
+                    cursor = str(batch[-1].event_id)
+                    if len(batch) == 1000:
+                        continue
+                sys.stdout.flush()
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 class _Resolvers:

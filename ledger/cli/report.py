@@ -8,6 +8,8 @@ a content hash mismatched), for use in scheduled jobs.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from datetime import datetime
 from pathlib import Path
@@ -172,11 +174,29 @@ def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
     help="Write the report to this file instead of standard output.",
 )
 @click.option("--strict", is_flag=True, help=f"Exit with status {NOT_COMPLIANT} if not compliant.")
-def report(db: str, since: Any, until: Any, fmt: str, output: Path | None, strict: bool) -> None:
-    """Compliance report: runs, actions per tool, denials, missing results, actions
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--nl", "as_nl", is_flag=True, help="The CSV rows as newline-delimited JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv.")
+def report(
+    db: str,
+    since: Any,
+    until: Any,
+    fmt: str,
+    output: Path | None,
+    strict: bool,
+    as_json: bool,
+    as_nl: bool,
+    as_csv: bool,
+) -> None:
+    """Compliance report: runs, actions per tool, denials, approved actions and who
+    approved them, actions and denials per agent and principal, missing results, actions
     without a committed intent, records held, and a content-hash check."""
+    picked = [f for f, on in (("json", as_json), ("nl", as_nl), ("csv", as_csv)) if on]
+    if len(picked) > 1 or (picked and fmt != "table"):
+        raise click.UsageError("give one output form: --format, --json, --nl or --csv")
+    fmt = picked[0] if picked else fmt
     with open_db(db) as reader, progress("reading events") as update:
-        r = build_report(reader, since=since, until=until, progress=update)
+        r = build_report(reader, since=since, until=until, progress=update, ledger=db)
     if fmt == "table" and output is None:
         print_summary(r, stdout())
     elif fmt == "table":
@@ -196,6 +216,9 @@ def _render(r: ComplianceReport, fmt: str) -> str:
     """The report as ``json``, ``csv`` or ``html`` text."""
     if fmt == "csv":
         return r.to_csv()
+    if fmt == "nl":
+        rows = csv.DictReader(io.StringIO(r.to_csv()))
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt == "html":
         return r.to_html()
     return json.dumps(r.to_dict(), indent=2, ensure_ascii=False) + "\n"

@@ -28,6 +28,7 @@ __all__ = [
     "INT64_MAX",
     "JSON_WS",
     "MAX_NESTING",
+    "OUTSIDE_RUN_PREFIX",
     "Actor",
     "Approval",
     "Kind",
@@ -36,12 +37,21 @@ __all__ = [
     "Verdict",
     "check_nesting",
     "enum_value",
+    "outside_any_run",
     "raw_json",
     "refs_value",
     "text_value",
 ]
 
 JSON_WS = " \t\n\r"
+OUTSIDE_RUN_PREFIX = "norun-"
+"""The run id prefix the gate gives a call made outside any run (``"norun-" + ULID``):
+such a call is denied and recorded under a run of its own, which is not a run."""
+
+
+def outside_any_run(run_id: str) -> bool:
+    """True for the run id of a call the gate recorded outside any run."""
+    return run_id.startswith(OUTSIDE_RUN_PREFIX)
 INT64_MAX = 2**63 - 1
 
 

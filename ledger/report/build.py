@@ -42,16 +42,19 @@ from typing import NamedTuple
 from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
 from ledger.errors import CorruptRecord
 from ledger.model.event import Event
-from ledger.model.values import Kind, Verdict
+from ledger.model.values import Approval, Kind, Verdict, outside_any_run
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
 from ledger.report.model import (
+    ApprovedAction,
     Denial,
     Finding,
     ToolStats,
+    WhoStats,
 )
 from ledger.report.timeline import bucket
 from ledger.sinks import Reader
+from ledger.sinks.url import shown_url
 from ledger.timefmt import utc_now
 
 __all__ = ["build_report"]
@@ -80,6 +83,11 @@ class _Pass:
     action_times: list[datetime] = field(default_factory=list)
     denial_times: list[datetime] = field(default_factory=list)
     skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
+    decided: dict[tuple[str, str], tuple[str, Approval | None]] = field(default_factory=dict)
+    agents: dict[str, WhoStats] = field(default_factory=dict)
+    principals: dict[str, WhoStats] = field(default_factory=dict)
+    who_runs: set[tuple[str, str, str]] = field(default_factory=set)
+    outside: list[Finding] = field(default_factory=list)  # calls outside any run
     events: int = 0
     first: datetime | None = None
     last: datetime | None = None
@@ -101,14 +109,35 @@ class _Pass:
         elif e.kind is Kind.TOOL_RESULT:
             self._result(e)
         elif e.kind is Kind.GATE_DECISION and e.call_id:
-            self.marks.setdefault((e.run_id, e.call_id), decision_mark(e))
+            key = (e.run_id, e.call_id)
+            self.marks.setdefault(key, decision_mark(e))
+            self.decided.setdefault(key, (e.label, e.approval))
+
+    def _who(self, e: Event, allowed: bool) -> None:
+        agent = (e.actor.agent_id if e.actor is not None else "") or e.agent_path
+        for table, who, kind in ((self.agents, agent, "a"), (self.principals, e.principal, "p")):
+            stats = table.get(who)
+            if stats is None:
+                stats = table[who] = WhoStats(who=who)
+            if allowed:
+                stats.actions += 1
+            else:
+                stats.denials += 1
+            if (kind, who, e.run_id) not in self.who_runs:
+                self.who_runs.add((kind, who, e.run_id))
+                stats.runs += 1
 
     def _action(self, e: Event) -> None:
+        if outside_any_run(e.run_id):
+            detail = f"a call outside any run was denied: {e.reason or '(no reason recorded)'}"
+            self.outside.append(_finding(e, detail))
+            return
         stats = self.tool(e.tool)
+        self._who(e, e.verdict is Verdict.ALLOWED)
         if e.verdict is Verdict.ALLOWED:
             stats.actions += 1
             self.action_times.append(e.time)
-            self.allowed.setdefault((e.run_id, e.call_id), _Intent(e.tool, e.time, str(e.event_id)))
+            self.allowed.setdefault((e.run_id, e.call_id), _Intent.of(e))
             return
         self.not_allowed.add((e.run_id, e.call_id))
         stats.denials += 1
@@ -127,8 +156,9 @@ class _Pass:
 
     def _result(self, e: Event) -> None:
         key = (e.run_id, e.call_id)
-        stats = self.tool(e.tool)
-        if e.call_id and key in self.allowed:
+        intent = self.allowed.get(key) if e.call_id else None
+        stats = self.tool(e.tool or (intent.tool if intent is not None else ""))
+        if intent is not None:
             self.results.add(key)
             if e.err:
                 stats.failed += 1
@@ -202,6 +232,43 @@ class _Intent(NamedTuple):
     tool: str
     time: datetime
     event_id: str
+    principal: str
+    agent: str
+    reason: str
+    approval: Approval | None
+    evidence: tuple[str, ...]
+
+    @classmethod
+    def of(cls, e: Event) -> _Intent:
+        agent = (e.actor.agent_id if e.actor is not None else "") or e.agent_path
+        cited = tuple(f"{r.source}:{r.id}" for r in e.refs)
+        return cls(e.tool, e.time, str(e.event_id), e.principal, agent, e.reason,
+                   e.approval, cited)  # fmt: skip
+
+
+def _approved(state: _Pass) -> list[ApprovedAction]:
+    """Each allowed non-safe action with who or which policy allowed it, in time order."""
+    out = []
+    for (run, call), i in state.allowed.items():
+        policy, approval = state.decided.get((run, call), ("", None))
+        approval = i.approval or approval
+        out.append(
+            ApprovedAction(
+                run_id=run,
+                call_id=call,
+                tool=i.tool,
+                time=i.time,
+                principal=i.principal,
+                agent=i.agent,
+                policy=policy,
+                approver=approval.approver if approval is not None else "",
+                approved_at=approval.time if approval is not None else None,
+                reason=(approval.reason if approval is not None and approval.reason else i.reason),
+                evidence=i.evidence,
+                event_id=i.event_id,
+            )
+        )
+    return sorted(out, key=lambda a: (a.time, a.event_id))
 
 
 def _finding(e: Event, detail: str) -> Finding:
@@ -231,8 +298,10 @@ def build_report(
     since: datetime | None = None,
     until: datetime | None = None,
     progress: Progress | None = None,
+    ledger: str = "",
 ) -> ComplianceReport:
-    """Build the compliance report over ``[since, until)`` from ``reader``.
+    """Build the compliance report over ``[since, until)`` from ``reader``; ``ledger``
+    names the ledger it covers (its URL; a password in it is never shown).
 
     ``progress``, when given, is called with the number of events read so far (every few
     thousand events and at the end), for a progress display.
@@ -245,7 +314,7 @@ def build_report(
     if progress is not None:
         progress(state.events)
     state.look_across(reader, since, until)
-    runs = tuple(reader.runs(since=since, until=until))
+    runs = tuple(r for r in reader.runs(since=since, until=until) if not outside_any_run(r.run_id))
     oldest, newest = _records_held(reader)
     timeline = bucket(
         state.action_times, state.denial_times, since or state.first, until or state.last
@@ -257,9 +326,14 @@ def build_report(
         events=state.events,
         runs=runs,
         tools=tuple(sorted(state.tools.values(), key=lambda t: t.tool)),
-        denials=tuple(state.denials),
-        missing_results=tuple(state.missing()),
-        unsafe_without_intent=tuple(state.unsafe()),
+        denials=tuple(sorted(state.denials, key=lambda d: (d.time, d.event_id))),
+        missing_results=_in_time_order(state.missing()),
+        unsafe_without_intent=_in_time_order(state.unsafe()),
+        approved=tuple(_approved(state)),
+        agents=tuple(sorted(state.agents.values(), key=lambda w: w.who)),
+        principals=tuple(sorted(state.principals.values(), key=lambda w: w.who)),
+        outside_runs=_in_time_order(state.outside),
+        ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
         hash_check=with_unreadable(check_hashes(reader, since=since, until=until), state.skipped),
@@ -267,3 +341,7 @@ def build_report(
     )
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
     return report
+
+
+def _in_time_order(found: list[Finding]) -> tuple[Finding, ...]:
+    return tuple(sorted(found, key=lambda f: (f.time, f.event_id)))

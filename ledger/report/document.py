@@ -18,10 +18,12 @@ from typing import Any
 
 from ledger.report.hashes import HashCheck
 from ledger.report.model import (
+    ApprovedAction,
     Denial,
     Finding,
     TimeBucket,
     ToolStats,
+    WhoStats,
     run_dict,
     run_outcome,
     time_text,
@@ -49,6 +51,11 @@ class ComplianceReport:
     newest_record: datetime | None
     hash_check: HashCheck
     timeline: tuple[TimeBucket, ...] = ()
+    approved: tuple[ApprovedAction, ...] = ()
+    agents: tuple[WhoStats, ...] = ()
+    principals: tuple[WhoStats, ...] = ()
+    outside_runs: tuple[Finding, ...] = ()
+    ledger: str = ""
 
     @property
     def actions(self) -> int:
@@ -63,6 +70,7 @@ class ComplianceReport:
     def to_dict(self) -> dict[str, Any]:
         """Machine form with stable field names (the ``--format json`` output)."""
         return {
+            "ledger": self.ledger,
             "generated_at": time_text(self.generated_at),
             "window": {"since": time_text(self.since), "until": time_text(self.until)},
             "compliant": self.compliant,
@@ -73,6 +81,8 @@ class ComplianceReport:
                 "denials": len(self.denials),
                 "missing_results": len(self.missing_results),
                 "unsafe_without_intent": len(self.unsafe_without_intent),
+                "approved_actions": len(self.approved),
+                "outside_runs": len(self.outside_runs),
             },
             "records_held": {
                 "oldest": time_text(self.oldest_record),
@@ -87,6 +97,12 @@ class ComplianceReport:
                 "statement": self.unsafe_statement(),
                 "items": [f.to_dict() for f in self.unsafe_without_intent],
             },
+            "approved_actions": [a.to_dict() for a in self.approved],
+            "who": {
+                "agents": [w.to_dict() for w in self.agents],
+                "principals": [w.to_dict() for w in self.principals],
+            },
+            "outside_runs": [f.to_dict() for f in self.outside_runs],
             "hash_check": self.hash_check.to_dict(),
             "timeline": [b.to_dict() for b in self.timeline],
         }

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ledger.sinks.base import RunSummary
-from ledger.timefmt import format_time
+from ledger.timefmt import format_time_us
 
 __all__ = [
     "Denial",
@@ -24,8 +24,8 @@ __all__ = [
 
 
 def time_text(value: datetime | None) -> str | None:
-    """RFC 3339 text of a time, or None."""
-    return format_time(value) if value is not None else None
+    """RFC 3339 text of a time (one width: microseconds always), or None."""
+    return format_time_us(value) if value is not None else None
 
 
 def plain_dict(value: Any) -> dict[str, Any]:
@@ -103,6 +103,48 @@ class TimeBucket:
     end: datetime
     actions: int
     denials: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovedAction:
+    """An allowed non-safe action: who or which policy allowed it, when, citing what.
+
+    ``approver`` is the person (or system) an approval names, "" when a policy allowed
+    the call on its own; ``policy`` is the deciding policy's id (the gate decision's
+    label); ``approved_at`` the approver's answer time when it was recorded;
+    ``evidence`` the refs the action cited (``source:id``)."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    time: datetime
+    principal: str
+    agent: str
+    policy: str
+    approver: str
+    approved_at: datetime | None
+    reason: str
+    evidence: tuple[str, ...]
+    event_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        out = plain_dict(self)
+        out["evidence"] = list(self.evidence)
+        return out
+
+
+@dataclass(slots=True, kw_only=True)
+class WhoStats:
+    """Actions and denials of one agent or one principal (``who`` is "" when the
+    records do not say)."""
+
+    who: str
+    actions: int = 0
+    denials: int = 0
+    runs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return plain_dict(self)

@@ -18,7 +18,16 @@ from html import escape
 from typing import Any, Protocol
 
 from ledger.report.hashes import HashCheck
-from ledger.report.model import Denial, Finding, TimeBucket, ToolStats, run_outcome, time_text
+from ledger.report.model import (
+    ApprovedAction,
+    Denial,
+    Finding,
+    TimeBucket,
+    ToolStats,
+    WhoStats,
+    run_outcome,
+    time_text,
+)
 from ledger.sinks.base import RunSummary
 from ledger.timefmt import format_time
 
@@ -56,6 +65,16 @@ class ReportView(Protocol):
     @property
     def timeline(self) -> tuple[TimeBucket, ...]: ...
     @property
+    def approved(self) -> tuple[ApprovedAction, ...]: ...
+    @property
+    def agents(self) -> tuple[WhoStats, ...]: ...
+    @property
+    def principals(self) -> tuple[WhoStats, ...]: ...
+    @property
+    def outside_runs(self) -> tuple[Finding, ...]: ...
+    @property
+    def ledger(self) -> str: ...
+    @property
     def actions(self) -> int: ...
     @property
     def compliant(self) -> bool: ...
@@ -78,10 +97,13 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em aut
 max-width:1100px;color:#1b1f23;padding:0 1em}
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;
 border-bottom:1px solid #d0d7de;padding-bottom:.2em}
-table{border-collapse:collapse;width:100%;margin:.5em 0}
-th,td{border:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;width:100%;margin:.5em 0;table-layout:auto}
+th,td{border:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top;
+overflow-wrap:anywhere;word-break:break-word}
 th{background:#f6f8fa}td.t{white-space:nowrap}td.id{font-family:ui-monospace,monospace;
-font-size:.85em;white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
+font-size:.85em;word-break:break-all;min-width:8ch}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.wrap{max-width:100%;overflow-x:auto}p,li{overflow-wrap:anywhere}
 .ok{background:#dafbe1;border:1px solid #4ac26b;padding:.6em 1em;border-radius:6px}
 .bad{background:#ffebe9;border:1px solid #ff8182;padding:.6em 1em;border-radius:6px}
 .muted{color:#57606a}code{font-size:.92em}
@@ -128,7 +150,8 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], empty: str)
     if not body:
         return f'<p class="muted">{escape(empty)}</p>'
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="wrap">{table}</div>'
 
 
 def _findings(findings: Iterable[Finding], empty: str) -> str:
@@ -225,6 +248,14 @@ def render_svg(buckets: Sequence[TimeBucket]) -> str:
     return "".join(parts)
 
 
+def _allowed_by(a: ApprovedAction) -> str:
+    if a.approver:
+        when = f" at {_h(a.approved_at)}" if a.approved_at else ""
+        policy = f" (policy {a.policy})" if a.policy else ""
+        return f"{a.approver}{when}{policy}"
+    return f"policy {a.policy}" if a.policy else "(not recorded)"
+
+
 def _cards(r: ReportView) -> str:
     items = (
         ("events", r.events),
@@ -296,6 +327,39 @@ def _sections(r: ReportView) -> list[str]:
             ),
             "No denials in the window.",
         ),
+        "<h2>Approved actions</h2>",
+        '<p class="muted">Each allowed non-safe action: who or which policy allowed it, '
+        "when, for whom, and what it cited.</p>",
+        _table(
+            ("time (UTC)", "run", "call", "tool", "allowed by", "for", "reason", "cited"),
+            (
+                (
+                    _Time(_h(a.time)),
+                    _Id(a.run_id),
+                    _Id(a.call_id),
+                    a.tool,
+                    _allowed_by(a),
+                    a.principal or "-",
+                    a.reason or "-",
+                    _Id(" ".join(a.evidence) or "-"),
+                )
+                for a in r.approved
+            ),
+            "No non-safe action was allowed in the window.",
+        ),
+        "<h2>Who: actions and denials per agent and per principal</h2>",
+        _table(
+            ("agent", "runs", "allowed actions", "denials"),
+            ((w.who or "(not recorded)", w.runs, w.actions, w.denials) for w in r.agents),
+            "No actions or denials in the window.",
+        ),
+        _table(
+            ("principal", "runs", "allowed actions", "denials"),
+            ((w.who or "(not recorded)", w.runs, w.actions, w.denials) for w in r.principals),
+            "No actions or denials in the window.",
+        ),
+        "<h2>Calls outside any run</h2>",
+        _findings(r.outside_runs, "None: every call was made inside a run."),
         "<h2>Allowed actions with no recorded result</h2>",
         _findings(r.missing_results, "Every allowed action has a recorded result."),
         "<h2>Non-safe actions that ran without a committed intent</h2>",
@@ -334,8 +398,9 @@ def render_html(r: ReportView) -> str:
             "<title>Agent ledger compliance report</title>",
             f"<style>{_CSS}</style></head><body>",
             "<h1>Agent ledger compliance report</h1>",
-            f'<p class="muted">Window: {escape(window)}. '
-            f"Records held: {escape(held)}. Generated {escape(_t(r.generated_at))}.</p>",
+            f'<p class="muted" id="ledger-named">Ledger: <code>{escape(r.ledger or "(not named)")}'
+            f"</code>. Window: {escape(window)}. Records held: {escape(held)}. "
+            f"Generated {escape(_t(r.generated_at))}.</p>",
             _cards(r),
             _verdicts(r),
             "<h2>Actions and denials over time</h2>",
@@ -350,6 +415,7 @@ def _csv_rows(r: ReportView) -> Iterable[list[object]]:
     d = r.to_dict()
     for key, value in d["totals"].items():
         yield ["summary", "", "", "", "", value, key]
+    yield ["summary", "", "", "", "", "", f"ledger {r.ledger or '(not named)'}"]
     yield ["summary", "", "", "", time_text(r.since) or "", "", "window since"]
     yield ["summary", "", "", "", time_text(r.until) or "", "", "window until"]
     yield ["summary", "", "", "", time_text(r.oldest_record) or "", "", "oldest record held"]
@@ -359,7 +425,10 @@ def _csv_rows(r: ReportView) -> Iterable[list[object]]:
     for run in r.runs:
         yield ["run", run.run_id, "", "", time_text(run.first_time), run.actions, run_outcome(run)]
     for t in r.tools:
-        detail = f"denials={t.denials} succeeded={t.succeeded} failed={t.failed}"
+        detail = (
+            f"denials={t.denials} succeeded={t.succeeded} failed={t.failed} "
+            f"safe_reads={t.safe_reads}"
+        )
         yield ["tool", "", "", t.tool, "", t.actions, detail]
     for den in r.denials:
         yield ["denial", den.run_id, den.call_id, den.tool, time_text(den.time), 1, den.reason]
@@ -367,6 +436,39 @@ def _csv_rows(r: ReportView) -> Iterable[list[object]]:
         yield ["missing_result", f.run_id, f.call_id, f.tool, time_text(f.time), 1, f.detail]
     for f in r.unsafe_without_intent:
         yield ["unsafe_without_intent", f.run_id, f.call_id, f.tool, time_text(f.time), 1, f.detail]
+    for a in r.approved:
+        who = a.approver or f"policy {a.policy}"
+        yield [
+            "approved_action",
+            a.run_id,
+            a.call_id,
+            a.tool,
+            time_text(a.time),
+            1,
+            f"allowed by {who}; for {a.principal or '-'}; cited {' '.join(a.evidence) or '-'}",
+        ]
+    for w in r.agents:
+        yield [
+            "agent",
+            "",
+            "",
+            "",
+            "",
+            w.actions,
+            f"{w.who or '(not recorded)'}: denials={w.denials} runs={w.runs}",
+        ]
+    for w in r.principals:
+        yield [
+            "principal",
+            "",
+            "",
+            "",
+            "",
+            w.actions,
+            f"{w.who or '(not recorded)'}: denials={w.denials} runs={w.runs}",
+        ]
+    for f in r.outside_runs:
+        yield ["outside_run", f.run_id, f.call_id, f.tool, time_text(f.time), 1, f.detail]
     for m in r.hash_check.mismatches:
         yield ["hash_mismatch", m.run_id, "", "", "", 1, f"{m.event_id}: {m.detail}"]
     for b in r.timeline:

@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ledger.sinks.base import DurableSink, Reader, RunSummary, Sink, validate_action
+from ledger.sinks.copy import CopyResult, copy_ledger
 from ledger.sinks.discard import DiscardSink
 from ledger.sinks.jsonl import JSONLContents, JSONLReader, JSONLSink, read_jsonl
 from ledger.sinks.memory import MemoryReader
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ledger.sinks.sqlite import SQLiteSink
 
 __all__ = [
+    "CopyResult",
     "DiscardSink",
     "DurableSink",
     "JSONLContents",
@@ -41,6 +43,7 @@ __all__ = [
     "RunSummary",
     "SQLiteSink",
     "Sink",
+    "copy_ledger",
     "open_reader",
     "open_sink",
     "parse_url",

@@ -179,6 +179,7 @@ class Reader(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
+        newest: bool = False,
     ) -> Iterator[RunSummary]:
         """One summary per run, oldest first."""
         ...

@@ -122,16 +122,18 @@ class MemoryReader(Closing):
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
+        newest: bool = False,
     ) -> Iterator[RunSummary]:
         """One :class:`RunSummary` per run (the empty run id included) with events in
-        ``[since, until)``, oldest first; counts cover the run's events in the window."""
+        ``[since, until)``, oldest first (newest first with ``newest=True``); counts
+        cover the run's events in the window."""
         match = _Filter.of(None, None, None, None, since, until)
         wanted = check_limit(limit)
         acc: dict[str, _Run] = {}
         for e in self._events:
             if match(e):
                 acc.setdefault(e.run_id, _Run(e.time, e.time)).add(e)
-        ordered = sorted(acc.items(), key=lambda item: (item[1].first, item[0]))
+        ordered = sorted(acc.items(), key=lambda item: (item[1].first, item[0]), reverse=newest)
         if wanted is not None:
             ordered = ordered[:wanted]
         return iter([run.summary(run_id) for run_id, run in ordered])

@@ -327,15 +327,17 @@ class SQLReader(Closing):
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
+        newest: bool = False,
     ) -> Iterator[RunSummary]:
         """One :class:`RunSummary` per run with events in ``[since, until)``, oldest
-        first; the counts cover the run's events inside that window.
+        first (newest first with ``newest=True``, so ``limit`` keeps the latest runs);
+        the counts cover the run's events inside that window.
 
         >>> [r.run_id for r in sink.runs(since=last_month)]   # doctest: +SKIP
 
         The arguments are checked when ``runs`` is called, not at the first ``next()``.
         """
-        query = self._runs_query(self._window(since, until), check_limit(limit))
+        query = self._runs_query(self._window(since, until), check_limit(limit), newest)
         self._check_open()
         return self._summaries(query)
 
@@ -346,9 +348,15 @@ class SQLReader(Closing):
             yield from map(_summary, rows)
             return
         with self._reading() as conn:  # a connection of our own, streamed in pages
-            yield from map(_summary, conn.execute(query.execution_options(yield_per=PAGE_SIZE)))
+            result = conn.execute(query.execution_options(yield_per=PAGE_SIZE))
+            try:
+                yield from map(_summary, result)
+            finally:  # a row that raises (or a caller that stops) leaves no cursor open
+                result.close()
 
-    def _runs_query(self, where: list[Any], limit: int | None) -> sa.Select[Any]:
+    def _runs_query(
+        self, where: list[Any], limit: int | None, newest: bool = False
+    ) -> sa.Select[Any]:
         t = self._table
         call = sa.func.coalesce(sa.func.nullif(t.c.call_id, ""), t.c.event_id)
         denied_call = sa.case((t.c.verdict == "denied", call))
@@ -367,7 +375,7 @@ class SQLReader(Closing):
             )
             .where(*where)
             .group_by(t.c.run_id)
-            .order_by(first_us, t.c.run_id)
+            .order_by(*((first_us.desc(), t.c.run_id.desc()) if newest else (first_us, t.c.run_id)))
         )
         return query if limit is None else query.limit(limit)
 

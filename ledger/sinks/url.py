@@ -17,6 +17,11 @@ The forms (schemes are case-insensitive, RFC 3986):
 * ``jsonl:///relative.jsonl`` or ``jsonl:////absolute.jsonl``; ``?fsync=1`` asks for an
   fsync per line.
 * ``discard:`` (a sink that keeps nothing).
+* A bare file path (``ledger.db``, ``/var/lib/agent/ledger.db``, ``./runs.jsonl``): a
+  SQLite file, or a JSONL file when its name ends in ``.jsonl``.
+
+>>> parse_url("runs/today.jsonl").scheme, parse_url("ledger.db").url
+('jsonl', 'sqlite:///ledger.db')
 
 Opening is in :mod:`ledger.sinks.opening`; this module only parses, so every layer that
 needs to understand a URL can import it.
@@ -81,6 +86,10 @@ def parse_url(url: object) -> LedgerURL:
     """Parse ``url``; ``ValidationError`` saying which forms work when it is unusable."""
     if not isinstance(url, str):
         raise ValidationError(f"ledger URL: expected a string, got {type(url).__name__}")
+    if _is_path(url):
+        path = Path(url).expanduser()
+        kind: Scheme = "jsonl" if path.suffix.lower() == ".jsonl" else "sqlite"
+        return LedgerURL(url=f"{kind}:///{path}", scheme=kind, path=path)
     head, colon, _ = url.partition(":")
     scheme = _ALIASES.get(head.lower()) if colon else None
     if scheme is None:
@@ -97,6 +106,16 @@ def parse_url(url: object) -> LedgerURL:
     if scheme == "postgresql":
         return _postgres(url, rest)
     return _file(url, scheme, rest)
+
+
+def _is_path(text: str) -> bool:
+    """A bare file path rather than a URL: no scheme before a ``:``."""
+    if not text.strip():
+        return False
+    if text.startswith(("/", "./", "../", "~")):
+        return True
+    head, colon, _ = text.partition(":")
+    return not colon or "/" in head or ("." in head and head.lower() not in _ALIASES)
 
 
 def _file(url: str, scheme: Scheme, rest: str) -> LedgerURL:

@@ -69,3 +69,40 @@ def test_html_report_renders_with_chart(sqlite_ledger: Ledger, tmp_path: Path) -
     assert '<svg id="timeline-chart"' in dom
     assert 'class="actions"' in dom and 'class="denials"' in dom
     assert "zero non-safe actions ran without a committed intent" in dom
+
+
+def test_html_report_never_overflows_a_1280px_page(tmp_path: Path) -> None:
+    """Long run ids, tool names, reasons and cited hashes wrap inside their tables."""
+    from ledger.model import Approval, Event, Ref
+    from ledger.report import build_report
+    from ledger.sinks import MemoryReader
+
+    browser = _chromium()
+    run = "run-" + "x" * 180
+    digest = "sha256:" + "ab" * 32
+    refs = [Ref(source="memory", id="m" * 120, hash=digest)] * 3
+    events = [
+        Event(kind="request", run_id=run, args='"go"'),
+        Event(kind="action", run_id=run, call_id="call-" + "7" * 90, tool="t" * 150, args={},
+              verdict="allowed", reason="because " * 40, refs=refs,
+              approval=Approval(approver="approver-" + "q" * 100)),
+        Event(kind="action", run_id=run, call_id="c2", tool="rm", args={}, verdict="denied",
+              reason="no-" * 120),
+        Event(kind="tool_result", run_id=run, call_id="orphan-" + "9" * 100, result='"x"'),
+    ]  # fmt: skip
+    html = build_report(MemoryReader(events), ledger="sqlite:///" + "d" * 150 + ".db").to_html()
+    probe = (  # the page, and every table's box, is as wide as it may be: nothing scrolls
+        "<script>var o = document.documentElement.scrollWidth > window.innerWidth;"
+        "document.querySelectorAll('.wrap').forEach(function (w) {"
+        " if (w.scrollWidth > w.clientWidth + 1) { o = true; } });"
+        "document.body.setAttribute('data-overflow', String(o));</script>"
+    )
+    page = tmp_path / "wide.html"
+    page.write_text(html.replace("</body>", probe + "</body>"), encoding="utf-8")
+    dom = subprocess.run(
+        [browser, *FLAGS[:-1], "--window-size=1280,900", f"--user-data-dir={tmp_path / 'p'}",
+         "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=90, check=False,
+    ).stdout  # fmt: skip
+    assert 'data-overflow="false"' in dom, dom[-500:]
+    assert "Approved actions" in dom and "approver-" in dom

@@ -46,7 +46,7 @@ def test_events_at_80_columns_never_clip_ids(sqlite_ledger: Ledger) -> None:
     limited = invoke("events", "--db", sqlite_ledger.url, "--limit", "3")
     after = re.search(r"continue with --after (\w+)", limited.stdout)
     assert after is not None
-    rest = invoke("events", "--db", sqlite_ledger.url, "--after", after.group(1), "--json")
+    rest = invoke("events", "--db", sqlite_ledger.url, "--after", after.group(1), "--nl")
     assert len(rest.stdout.splitlines()) == 7
 
 

@@ -20,7 +20,7 @@ def test_forensics_on_postgres(pg_ledger: Ledger) -> None:
     assert {a["outcome"] for a in chain["actions"]} == {"denied", "succeeded"}
     why = invoke("why", pg_ledger.run_id, pg_ledger.write_call, "--db", url)
     assert why.exit_code == 0 and "write_file" in why.stdout
-    actions = invoke("events", "--db", url, "--kind", "action", "--json").stdout.splitlines()
+    actions = invoke("events", "--db", url, "--kind", "action", "--nl").stdout.splitlines()
     assert len(actions) == 2
     drift = json.loads(invoke("drift", pg_ledger.run_id, "--db", url, "--json").stdout)
     assert drift["counts"]["intact"] >= 1

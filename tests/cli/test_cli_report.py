@@ -36,8 +36,11 @@ def test_report_of_a_demo_run(sqlite_ledger: Ledger) -> None:
     assert data["compliant"] is True
     assert data["totals"] == {
         "events": 10, "runs": 1, "actions": 1, "denials": 1, "missing_results": 0,
-        "unsafe_without_intent": 0,
+        "unsafe_without_intent": 0, "approved_actions": 1, "outside_runs": 0,
     }  # fmt: skip
+    (approved,) = data["approved_actions"]
+    assert approved["tool"] == "write_file" and approved["policy"] == "operator"
+    assert data["ledger"] == sqlite_ledger.url
     (denial,) = data["denials"]
     assert denial["tool"] == "run_shell" and "dangerous" in denial["reason"]
     unsafe = data["unsafe_without_intent"]

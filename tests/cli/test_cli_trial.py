@@ -133,7 +133,7 @@ def test_persist_names_the_missing_artifact(tmp_path: Path) -> None:
     assert result.exit_code == 1 and str(bad) in result.stderr and "invalid JSON" in result.stderr
 
 
-@pytest.mark.parametrize("url", ["/etc/passwd", "ledger.db", "jsonl:///x.jsonl"])
+@pytest.mark.parametrize("url", ["jsonl:///x.jsonl", "x.jsonl", "discard:"])
 @pytest.mark.parametrize("command", ["check", "upgrade"])
 def test_db_commands_suggest_only_urls_they_take(command: str, url: str, tmp_path: Path) -> None:
     result = run_cli("db", command, url, cwd=tmp_path)
@@ -141,7 +141,19 @@ def test_db_commands_suggest_only_urls_they_take(command: str, url: str, tmp_pat
     (line,) = result.stderr.splitlines()
     assert "sqlite:///FILE" in line and "postgresql://" in line
     assert "jsonl:///FILE" not in line, line
-    assert not (tmp_path / "ledger.db").exists()
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_db_commands_take_a_bare_path_as_sqlite(tmp_path: Path) -> None:
+    missing = run_cli("db", "check", "ledger.db", cwd=tmp_path)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    assert not (tmp_path / "ledger.db").exists()  # a check never creates
+    made = run_cli("db", "upgrade", "ledger.db", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "ledger.db").is_file()
+    assert run_cli("db", "check", "ledger.db", cwd=tmp_path).returncode == 0
+    passwd = run_cli("db", "check", "/etc/passwd", cwd=tmp_path)
+    assert passwd.returncode == 1 and "not a database" in passwd.stderr
 
 
 def test_an_unavailable_hash_check_always_says_why() -> None:
@@ -173,7 +185,7 @@ def test_why_and_chain_json_embed_args_and_result(sqlite_ledger: Ledger) -> None
     chain = json.loads(invoke("chain", run, "--db", url, "--json").stdout)
     write = next(a for a in chain["actions"] if a["call_id"] == sqlite_ledger.write_call)
     assert write["args"] == why["args"] and write["result"] == 115
-    events = invoke("events", "--db", url, "--run", run, "--kind", "action", "--json")
+    events = invoke("events", "--db", url, "--run", run, "--kind", "action", "--nl")
     raw = [json.loads(line) for line in events.stdout.splitlines()]
     assert next(e for e in raw if e["call_id"] == sqlite_ledger.write_call)["args"] == write["args"]
     denied = json.loads(invoke("why", run, sqlite_ledger.shell_call, "--db", url, "--json").stdout)
