@@ -28,7 +28,11 @@
   upstream clients keep being shown the accepted definition, and calls of the tool are
   denied until the operator accepts the new one (:meth:`McpGateway.accept`, or
   ``ledger mcp accept --pins FILE TOOL`` while the proxy runs); ``ledger drift RUN``
-  shows the calls made under the old definition as drifted.
+  shows the calls made under the old definition as drifted. The downstream server is
+  listed again at every upstream ``tools/list``, the moment a definition reaches the
+  model, so a changed definition is caught before a model is shown it. Without a pins
+  file the accepted definitions live as long as the process (a restart trusts what the
+  server lists then); annotations such as ``readOnlyHint`` are never taken as "safe".
 - **Sessions are runs**: a client session (a stdio connection, a handshake-era HTTP
   session, an in-process legacy connection) is one run, ended when the session ends.
   The 2026-07-28 protocol has no sessions: such a request is its own exchange and so its
@@ -256,7 +260,6 @@ class McpGateway:
         self._tasks: set[asyncio.Future[Any]] = set()  # calls not yet answered
         self._background: set[asyncio.Future[Any]] = set()  # records still being written
         self._server: Server[Any] | None = None
-        self.stdio_runs_one_session = False
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -294,6 +297,11 @@ class McpGateway:
         for session in list(self._sessions.values()):
             await self._end(session)
         self._sessions.clear()
+        for _ in range(3):  # runs ended in the background (per-request runs) end too
+            waiting = [t for t in self._background if not t.done()]
+            if not waiting:
+                break
+            await asyncio.wait(waiting, timeout=10)
         if self._stack is not None:
             stack, self._stack = self._stack, None
             with contextlib.suppress(Exception):
