@@ -40,6 +40,7 @@ __all__ = [
     "event_dict",
     "outcome_text",
     "raw_json_value",
+    "ref_text",
     "render_chain",
 ]
 
@@ -152,8 +153,22 @@ def chain_dict(chain: ChainParts) -> dict[str, Any]:
     }
 
 
-def _ref_text(ref: Ref) -> str:
-    return f"{ref.source} {ref.id} " + (ref.hash or "(no hash captured)")
+def ref_text(ref: Ref, events: Sequence[Event] = (), *, short: bool = False) -> str:
+    """A ref for people: what it points at when the chain holds it (the run's request,
+    or the result of a safe read, named by its tool), its id, and its hash (``short``:
+    12 hex digits)."""
+    digest = ref.hash
+    if short and ":" in digest and len(digest.partition(":")[2]) > 12:
+        algo, _, hexed = digest.partition(":")
+        digest = f"{algo}:{hexed[:12]}…"
+    what = str(ref.source)
+    if ref.source == "tool":
+        found = next((e for e in events if str(e.event_id) == ref.id), None)
+        if found is not None and found.kind == "request":
+            return f"the run's request (event {ref.id})"
+        if found is not None and found.kind == "tool_result":
+            what = f"{found.tool or 'tool'} result"
+    return f"{what} {ref.id} " + (digest or "(no hash captured)")
 
 
 def _wrapped(prefix: str, text: str, width: int) -> list[str]:
@@ -181,7 +196,7 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
     else:
         lines.append(f"  available ({len(chain.available)}):")
         for ref in chain.available:
-            lines += _wrapped("    ", _ref_text(ref), width)
+            lines += _wrapped("    ", ref_text(ref, chain.events), width)
     decisions = _decisions(chain.events)
     if not chain.actions:
         lines.append("  actions: (none)")
@@ -202,7 +217,7 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
             lines += _wrapped("      approved by: ", f"{approval.approver}{when}{why}", width)
         lines += _wrapped("      args: ", clip(a.intent.args or "(none)", 200), width)
         for ref in a.evidence:
-            lines += _wrapped("      evidence: ", _ref_text(ref), width)
+            lines += _wrapped("      evidence: ", ref_text(ref, chain.events), width)
         if a.result is not None:
             body = a.result.err or clip(a.result.result, 200)
             lines += _wrapped("      result: ", body or "(empty)", width)

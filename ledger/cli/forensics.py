@@ -21,7 +21,7 @@ from ledger.adapters.mcp.definitions import DefinitionResolver
 from ledger.chain import Chain
 from ledger.chain.explain import clip
 from ledger.chain.parts import UNINTENDED
-from ledger.chain.views import event_dict, outcome_text
+from ledger.chain.views import event_dict, outcome_text, ref_text
 from ledger.cli.common import (
     db_option,
     emit_json,
@@ -39,7 +39,7 @@ from ledger.cli.common import (
 )
 from ledger.drift import RefCheck, Resolver, chain_refs, content_hash, verify_refs
 from ledger.errors import RunNotFound
-from ledger.model.values import Kind, Ref, RefSource, Verdict
+from ledger.model.values import Kind, RefSource, Verdict
 from ledger.report.model import run_dict
 from ledger.sinks import Reader
 from ledger.timefmt import format_time
@@ -49,10 +49,6 @@ __all__ = ["chain_tree", "register"]
 _STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "unverifiable": "yellow"}
 REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` shows it all)
 _OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
-
-
-def _ref_text(ref: Ref) -> str:
-    return f"{ref.source} {ref.id} " + (short_hash(ref.hash) or "(no hash captured)")
 
 
 def _span(first: datetime, last: datetime) -> str:
@@ -111,7 +107,7 @@ def chain_tree(chain: Chain) -> Tree:
     tree.add(f"[bold]request[/]: {escape(text) if req else text}")
     avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
     for ref in chain.available:
-        avail.add(escape(_ref_text(ref)))
+        avail.add(escape(ref_text(ref, chain.events, short=True)))
     acts = tree.add(f"[bold]actions[/] ({len(chain.actions)})")
     for a in chain.actions:
         style = _OUTCOME_STYLE.get(a.outcome, "white")
@@ -132,7 +128,7 @@ def chain_tree(chain: Chain) -> Tree:
             node.add(f"approved by: {escape(approval.approver + when + why)}")
         node.add(f"args: {escape(clip(a.intent.args or '(none)', 120))}")
         for ref in a.evidence:
-            node.add(f"evidence: {escape(_ref_text(ref))}")
+            node.add(f"evidence: {escape(ref_text(ref, chain.events, short=True))}")
         if a.result is not None:
             body = a.result.err or clip(a.result.result, 120)
             node.add(f"result: {escape(body)}")

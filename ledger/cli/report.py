@@ -31,6 +31,7 @@ from ledger.cli.common import (
 )
 from ledger.report import ComplianceReport, build_report
 from ledger.report.model import run_outcome
+from ledger.timefmt import format_time_us
 
 __all__ = ["print_summary", "register", "report"]
 
@@ -49,7 +50,10 @@ def _window(r: ComplianceReport) -> str:
         return f"from {_t(r.since)} on"
     if r.since is None:
         return f"everything before {_t(r.until)}"
-    return f"{_t(r.since)} to {_t(r.until)} (until exclusive)"
+    start, end = _t(r.since), _t(r.until)
+    if start == end:  # a window shorter than a second (a demo run): show it whole
+        start, end = format_time_us(r.since), format_time_us(r.until)
+    return f"{start} to {end} (until exclusive)"
 
 
 def _counts_table(r: ComplianceReport) -> Table:
