@@ -6,8 +6,9 @@
 The gate sits in each function tool's ``on_invoke_tool``, the SDK's own blocking hook:
 
 - :func:`gate_tool` wraps one ``FunctionTool``; :func:`gate_agent` returns a copy of an
-  agent whose function tools, agents-as-tools, handoff agents and **local MCP server
-  tools** (``mcp_servers``) are all wrapped (MCP tools are wrapped as the SDK lists them
+  agent whose function tools, agents-as-tools, handoff agents (given as agents or as
+  ``handoff(...)`` objects) and **local MCP server tools** (``mcp_servers``) are all
+  wrapped (MCP tools are wrapped as the SDK lists them
   for each turn, so a tool a server adds later is gated too).
 - :func:`run_gated` / :func:`run_gated_sync` run ``Runner.run`` inside ``gate.run(input)``:
   one gate run per agent run. A gated tool called with no active run of the gate gets a
@@ -30,7 +31,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from agents import Agent, FunctionTool, Runner
+from agents import Agent, FunctionTool, Handoff, Runner
 from agents.tool_context import ToolContext
 
 from ledger.errors import ToolDenied
@@ -142,10 +143,24 @@ def _gate_agent(gate: Gate, agent: Agent[Any], seen: dict[int, GatedAgent]) -> G
     gated = GatedAgent(**values, ledger_gate=gate)
     seen[id(agent)] = gated
     gated.tools = gate_tools(gate, agent.tools)
-    gated.handoffs = [
-        _gate_agent(gate, h, seen) if isinstance(h, Agent) else h for h in agent.handoffs
-    ]
+    gated.handoffs = [_gate_handoff(gate, h, seen) for h in agent.handoffs]
     return gated
+
+
+def _gate_handoff(gate: Gate, handoff: Any, seen: dict[int, GatedAgent]) -> Any:
+    """A handoff whose target agent is gated too: an ``Agent`` directly, a ``Handoff``
+    through its ``on_invoke_handoff`` (the agent it hands over to is gated when it does)."""
+    if isinstance(handoff, Agent):
+        return _gate_agent(gate, handoff, seen)
+    if not isinstance(handoff, Handoff):
+        return handoff
+    original = handoff.on_invoke_handoff
+
+    async def on_invoke_handoff(ctx: Any, input_json: str) -> Any:
+        target = await original(ctx, input_json)
+        return _gate_agent(gate, target, seen) if isinstance(target, Agent) else target
+
+    return dataclasses.replace(handoff, on_invoke_handoff=on_invoke_handoff)
 
 
 async def run_gated(gate: Gate, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> Any:

@@ -154,3 +154,22 @@ def test_gate_agent_gates_handoff_agents() -> None:
     assert isinstance(h, Agent) and h is not helper
     assert all(getattr(t.on_invoke_tool, "_agentledger_gate", None) is gate for t in h.tools)
     assert main.tools[0] is read_file  # the original agent is left as it was
+
+
+def test_a_handoff_object_hands_over_to_a_gated_agent(tmp_path: Path) -> None:
+    from agents import handoff
+
+    DELETED.clear()
+    helper_model = ScriptedModel(
+        [[function_call("delete_file", {"path": "/"}, call_id="h1")], [assistant_message("ok")]]
+    )
+    helper = Agent(name="helper", model=helper_model, tools=[delete_file])
+    main_model = ScriptedModel([[function_call("transfer_to_helper", {}, call_id="t1")]])
+    main = Agent(name="main", model=main_model, handoffs=[handoff(helper)])
+    with SQLiteSink(tmp_path / "l.db") as sink:
+        gate = Gate(sink, policy=AllowList([]))
+        result = run_gated_sync(gate, main, "hand it over")
+        assert result.final_output == "ok"
+        assert DELETED == []
+        tools = {e.tool: e.verdict for e in sink.events(kind=Kind.ACTION)}
+        assert tools == {"delete_file": Verdict.DENIED}
