@@ -123,3 +123,46 @@ def test_with_test_model_every_tool_is_gated(tmp_path: Path) -> None:
         assert deleted == []
         tools = {e.tool: e.verdict for e in sink.events(kind=Kind.ACTION)}
         assert tools == {"delete_file": Verdict.DENIED}
+
+
+def test_mcp_server_tools_of_an_agent_are_gated(tmp_path: Path) -> None:
+    import sys
+
+    pytest.importorskip("fastmcp")
+
+    from fastmcp.client import Client as FastMCPClient
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    from tests.adapters.conftest import SERVERS, env
+
+    state = tmp_path / "state"
+    state.mkdir()
+
+    def calls(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("echo", {"text": "hi"}, tool_call_id="m-echo"),
+                    ToolCallPart("write_note", {"line": "secret"}, tool_call_id="m-write"),
+                ]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    transport = StdioTransport(
+        command=sys.executable, args=[str(SERVERS / "flaky_server.py"), str(state)], env=env()
+    )
+    server = MCPToolset(FastMCPClient(transport))
+    with SQLiteSink(tmp_path / "l.db") as sink:
+        gate = Gate(sink, policy=AllowList([]), safe_tools={"echo"})
+        agent: Agent[None, str] = Agent(
+            FunctionModel(calls), toolsets=[server], capabilities=[GateCapability(gate)]
+        )
+        result = agent.run_sync("use the server")
+        parts = returns(result)
+        assert parts["m-write"].outcome == "denied"
+        assert not (state / "notes.txt").exists()
+        tools = {e.tool: e.verdict for e in sink.events(kind=Kind.ACTION)}
+        assert tools == {"write_note": Verdict.DENIED}
+        (res,) = list(sink.events(kind=Kind.TOOL_RESULT, tool="echo"))
+        assert res.call_id == "m-echo"
