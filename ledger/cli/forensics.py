@@ -396,10 +396,13 @@ def check_dict(c: RefCheck) -> dict[str, Any]:
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="Typed-ledger store directory.",
 )
-@json_option
-def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json: bool) -> None:
+@listing_options
+def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: str) -> None:
     """Is the evidence of a run still what it was? Each ref: intact, drifted, missing,
-    unverifiable. Tool refs resolve in the ledger; ledger refs need --config and --store."""
+    unverifiable. Tool refs resolve in the ledger; ledger refs need --config and --store.
+
+    Exits with status 1 when any ref drifted or is missing (unverifiable refs are listed
+    but do not fail), so a cron job or CI step notices."""
     if (config is None) != (store is None):
         raise click.UsageError("--config and --store go together (typed-ledger refs)")
     with open_db(db) as reader:
@@ -408,9 +411,11 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json
         if config is not None and store is not None:
             resolvers.append(_ledger_resolver(config, store))
         checks = verify_refs(chain_refs(_chain(reader, run_id)), _Resolvers(resolvers))
-    if as_json:
-        counts = {s: sum(str(c.state) == s for c in checks) for s in _STATE_STYLE}
-        emit_json({"run_id": run_id, "counts": counts, "refs": [check_dict(c) for c in checks]})
+    failed = sum(str(c.state) in ("drifted", "missing") for c in checks)
+    if form != "table":
+        emit_listing(map(check_dict, checks), form, DRIFT_COLUMNS)
+        if failed:
+            raise SystemExit(1)
         return
     table = narrow_table(f"{len(checks)} ref(s) of run {escape(run_id)}")
     table.add_column("state", no_wrap=True)
@@ -428,6 +433,12 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, as_json
             escape(c.detail),
         )
     stdout().print(table)
+    if failed:
+        click.echo(f"{failed} ref(s) drifted or missing", err=True)
+        raise SystemExit(1)
+
+
+DRIFT_COLUMNS = ("state", "source", "id", "hash", "current_hash", "detail")
 
 
 def register(group: click.Group) -> None:

@@ -10,8 +10,10 @@ A ref's ``id`` is a record's envelope id. For every ledger type except notes the
 deterministic id of the persistence result is ``payload.id`` rather than the envelope id;
 the resolver accepts either, so a ref built from a persistence result resolves too
 (the envelope id wins when both would match). Records are immutable, so a record's hash
-only "drifts" if history was rewritten outside the library; a record that is gone
-resolves as ``None`` (missing).
+only "drifts" if history was rewritten outside the library: a record whose line is
+there but no longer verifies (its content does not hash to its sha) resolves to the
+store's diagnostic, which matches no captured hash, so it reads as *drifted*; a record
+that is gone resolves as ``None`` (missing).
 
 The index of ids is built on first use and rebuilt when an id is not found and the
 ledgers' shard files changed since (shards are immutable, so a new file name is the only
@@ -96,14 +98,19 @@ class LedgerResolver:
         self._seen = self._layout()
         by_payload: dict[str, str] = {}
         by_envelope: dict[str, str] = {}
+        damaged: dict[str, str] = {}
         for name in self._names:
-            for record in self._store.read(name).records:
+            read = self._store.read(name)
+            for record in read.records:
                 by_envelope.setdefault(record.id, record.sha)
                 ident = record.payload.get("id") if isinstance(record.payload, dict) else None
                 if isinstance(ident, str):
                     by_payload.setdefault(ident, record.sha)
+            for d in read.diagnostics:  # a record that is there but does not verify
+                if d.id and d.code.startswith("invalid"):
+                    damaged.setdefault(d.id, f"{d.code}: {d.detail}")
         log.debug("ledger resolver indexed %d records", len(by_envelope))
-        return by_payload | by_envelope
+        return damaged | by_payload | by_envelope
 
 
 def _names_of(config_or_names: LedgerConfig | Iterable[str] | str) -> tuple[str, ...]:
