@@ -26,7 +26,8 @@ batch too. Denials are written before ``ToolDenied`` is raised.
 Call ids: given ones must be unique within the run; ``None`` mints ``"call_" + ULID``.
 
 Async specifics: sink I/O runs on the gate's worker threads, so the event loop is never
-blocked by an fsync. When the task is cancelled before the tool ran, a best-effort
+blocked by an fsync; so does the redaction of args over :data:`LARGE` characters and of
+every result. When the task is cancelled before the tool ran, a best-effort
 ``action(denied, "cancelled before the tool ran")`` is written; if the cancellation lands
 while the commit is in flight, the outcome is written once the commit settles (a
 ``tool_result`` with the error "cancelled after the commit, before the tool ran" when the

@@ -80,6 +80,19 @@ Decisions worth knowing:
   redacted it is withheld (``"[request withheld: redaction failed]"``) and non-safe calls
   of the run are denied. Run ids default to a fresh ULID string; ``""`` counts as none.
 - **Call ids**: ``None`` mints ``"call_" + ULID``; a call id reused within a run is denied.
+- **Names are redacted and must fit the sink** (:mod:`ledger.gate.names`): the tool
+  name, a given run id or call id, the agent path and ref ids go through the redactor
+  (a redacted run id or call id gets a ``#<ULID>`` suffix; ``run.run_id`` and
+  ``run.last_call_id`` are the ids as recorded). A tool name or call id the sink cannot
+  store (:class:`~ledger.sinks.base.KeyLimits`: NUL or over 2,048 bytes on PostgreSQL, a
+  lone surrogate anywhere) denies the call, recorded escaped or cut with the name's
+  hash; such a run id or agent path refuses the run at ``Gate.run``
+  (``ValidationError``), after recording the attempt.
+- **Interrupted calls** (:mod:`ledger.gate.interrupt`): a ``BaseException`` at any step
+  before the tool runs is re-raised unchanged, and the stored decision and action of the
+  call agree; one inside ``commit_action`` is settled by recording the denial under the
+  action's own event id (``DuplicateEvent``: the action was stored, and a
+  ``tool_result`` says the tool did not run).
 - **Approvals**: the gate records one ``gate_decision`` per call, the final one: an
   :class:`Approver`'s answer becomes its verdict, its reason
   (``"...; approved by <name>: <reason>"``) and its ``label`` (the policy id, the
