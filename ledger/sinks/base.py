@@ -188,6 +188,15 @@ class Reader(Protocol):
         """Release the reader's resources; idempotent."""
         ...
 
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
 
 def validate_action(event: Event) -> None:
     """Raise ``NotSelfExplaining`` unless ``event`` is an action that explains itself.
