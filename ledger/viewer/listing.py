@@ -9,7 +9,8 @@ What each part costs (``W`` = runs with events in the window):
 
 * The page itself comes from ``reader.runs(since=, until=)`` (a SQL reader aggregates the
   window in one indexed query and streams the summaries). Oldest first reads
-  ``offset + limit + 1`` summaries and stops; newest first (the default) streams all
+  ``offset + limit + 1`` summaries and stops; newest first (the default) does the same
+  where the reader sorts newest first (``runs(newest=True)``), and otherwise streams all
   ``W`` summaries once, keeping only the last ``offset + scan`` in memory.
 * Filters the reader cannot apply to runs are applied while paging, per run, to the
   run's events in the window: ``verdict=denied`` is read off the summary; ``tool`` and
@@ -22,11 +23,13 @@ What each part costs (``W`` = runs with events in the window):
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ledger.errors import CorruptRecord
 from ledger.model.event import Event
@@ -147,9 +150,14 @@ def _matches(reader: Reader, q: RunQuery, s: RunSummary, skipped: list[CorruptRe
 def _ordered(reader: Reader, q: RunQuery, take: int) -> tuple[list[RunSummary], int | None]:
     """The ``take`` summaries from ``q.offset`` on, in the wanted order, and the number
     of runs in the window when it was counted."""
-    stream = reader.runs(since=q.since, until=q.until)
     if not q.newest:
+        stream = reader.runs(since=q.since, until=q.until, limit=q.offset + take)
         return list(itertools.islice(stream, q.offset, q.offset + take)), None
+    if _orders_newest(reader):  # the reader sorts newest first itself: read no more
+        sorting: Any = reader  # newest= is newer than some readers' signatures
+        stream = sorting.runs(since=q.since, until=q.until, limit=q.offset + take, newest=True)
+        return list(itertools.islice(stream, q.offset, q.offset + take)), None
+    stream = reader.runs(since=q.since, until=q.until)
     last: deque[RunSummary] = deque(maxlen=q.offset + take)
     total = 0
     for s in stream:
@@ -157,6 +165,14 @@ def _ordered(reader: Reader, q: RunQuery, take: int) -> tuple[list[RunSummary], 
         total += 1
     newest = list(reversed(last))
     return newest[q.offset : q.offset + take], total
+
+
+def _orders_newest(reader: Reader) -> bool:
+    """True when ``reader.runs`` takes ``newest=`` (readers that can sort newest first)."""
+    try:
+        return "newest" in inspect.signature(reader.runs).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _request(reader: Reader, run_id: str, skipped: list[CorruptRecord]) -> Event | None:

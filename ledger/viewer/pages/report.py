@@ -61,12 +61,22 @@ def _time_cell(v: str) -> str:
         return esc(v)
 
 
-def _cell(key: str, v: Any, row: dict[str, Any]) -> str:
+# sections whose calls are results without an action: their call ids have no "why"
+_NO_WHY = ("unsafe_without_intent", "outside_runs", "attempts_outside_runs")
+
+
+def _cell(key: str, v: Any, row: dict[str, Any], section: str = "") -> str:
     if v is None:
         return '<span class="muted">-</span>'
     if key == "run_id" and isinstance(v, str):
         return run_link(v)
-    if key == "call_id" and isinstance(v, str) and v and isinstance(row.get("run_id"), str):
+    if (
+        key == "call_id"
+        and isinstance(v, str)
+        and v
+        and isinstance(row.get("run_id"), str)
+        and not section.startswith(_NO_WHY)
+    ):
         return link(href("/why", run=row["run_id"], call=v), v, css="mono")
     if key == "event_id" and isinstance(v, str) and v:
         return link(href("/event", id=v), v, css="mono")
@@ -92,7 +102,7 @@ def _rows_table(key: str, rows: list[dict[str, Any]], empty: str) -> str:
         "n" if n else "id" if h.endswith("_id") else ""
         for h, n in zip(headers, numeric, strict=True)
     ]
-    body = [[_cell(h, r.get(h), r) for h in headers] for r in rows[:_MAX_ROWS]]
+    body = [[_cell(h, r.get(h), r, key) for h in headers] for r in rows[:_MAX_ROWS]]
     more = (
         f'<p class="small muted">first {_MAX_ROWS} of {len(rows):,} shown; '
         "the JSON form has all</p>"
