@@ -115,39 +115,16 @@ from ledger.errors import ToolDenied
 from ledger.gate.denial import denied_error
 from ledger.gate.events import CallState, denial_event, describe_attempt, new_call_id
 from ledger.gate.policy import (
-    AllowAll,
-    AllowList,
-    Approver,
-    Decision,
-    DenyNonSafe,
     Policy,
-    ToolCall,
 )
 from ledger.gate.recorder import Recorder
-from ledger.gate.redact import REDACTED, Redactor, no_redaction, redact_secrets, redact_text
-from ledger.gate.run import Run, active_runs, content_ref
+from ledger.gate.redact import Redactor, redact_secrets
+from ledger.gate.run import Run, active_runs
 from ledger.gate.values import bounded
 from ledger.ids import new_event_id
 from ledger.sinks.base import Sink
 
-__all__ = [
-    "REDACTED",
-    "AllowAll",
-    "AllowList",
-    "Approver",
-    "Decision",
-    "DenyNonSafe",
-    "Gate",
-    "Policy",
-    "Redactor",
-    "Run",
-    "ToolCall",
-    "ToolDenied",
-    "content_ref",
-    "no_redaction",
-    "redact_secrets",
-    "redact_text",
-]
+__all__ = ["Gate"]
 
 log = logging.getLogger("ledger.gate")
 F = TypeVar("F", bound=Callable[..., Any])

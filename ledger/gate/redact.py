@@ -40,7 +40,7 @@ from typing import Any, TypeAlias
 
 from ledger.gate.detect import REDACTED, flag_names_secret, mask_secrets, sensitive_key
 
-__all__ = ["REDACTED", "Redactor", "no_redaction", "redact_secrets", "redact_text", "sensitive_key"]
+__all__ = ["REDACTED", "Redactor", "no_redaction", "redact_secrets", "redact_text"]
 
 Redactor: TypeAlias = Callable[[Any], Any]
 

@@ -39,7 +39,7 @@ from ulid import ULID
 from ledger.drift import content_hash
 from ledger.errors import ValidationError
 from ledger.gate.call import LARGE, CallSteps
-from ledger.gate.events import end_event, new_call_id, request_event, request_ref
+from ledger.gate.events import end_event, request_event, request_ref
 from ledger.gate.recorder import Recorder, in_thread
 from ledger.gate.redact import no_redaction
 from ledger.gate.values import bounded
@@ -47,7 +47,7 @@ from ledger.ids import new_event_id
 from ledger.model.event import Event
 from ledger.model.values import Kind, Ref, RefSource
 
-__all__ = ["Run", "active_runs", "content_ref", "new_call_id"]  # new_call_id: re-export
+__all__ = ["Run", "active_runs", "content_ref"]
 
 log = logging.getLogger("ledger.gate")
 T = TypeVar("T")
