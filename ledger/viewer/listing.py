@@ -196,11 +196,12 @@ def _take(
             yield i, s
 
 
-def list_runs(reader: Reader, q: RunQuery) -> RunPage:
-    """One page of runs for ``q`` (see the module's notes for what it costs)."""
+def list_runs(reader: Reader, q: RunQuery, *, budget: int = SCAN_BUDGET) -> RunPage:
+    """One page of runs for ``q``, examining at most ``budget`` runs when filters apply
+    (see the module's notes for what it costs)."""
     skipped: list[CorruptRecord] = []
     want = q.limit + 1  # one more tells whether there is a next page
-    take = SCAN_BUDGET if q.filtered else want
+    take = max(budget, 1) if q.filtered else want
     candidates, total = _ordered(reader, q, max(take, want))
     found: list[RunSummary] = []
     examined = 0
