@@ -61,7 +61,15 @@ from ledger.gate import redact_text
 from ledger.model import Event, Kind, Verdict
 from ledger.sinks import Reader, Sink
 
-__all__ = ["ExportError", "Sent", "TracingSink", "export_runs", "run_spans", "send_otlp"]
+__all__ = [
+    "ExportError",
+    "Sent",
+    "TracingSink",
+    "export_runs",
+    "otlp_tracer_provider",
+    "run_spans",
+    "send_otlp",
+]
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +332,21 @@ def send_otlp(
         exporter.shutdown()  # type: ignore[no-untyped-call]
         provider.shutdown()
     return Sent(runs=runs, spans=len(collected.spans))
+
+
+def otlp_tracer_provider(endpoint: str, *, timeout: float = 10.0) -> TracerProvider:
+    """An SDK tracer provider that batches spans to the OTLP/HTTP traces ``endpoint``
+    (for :class:`TracingSink`; call its ``shutdown()`` to flush at the end)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = SdkTracerProvider(resource=Resource.create({"service.name": "agentledger"}))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=timeout))
+    )
+    return provider
 
 
 # --- live ---------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -100,6 +101,12 @@ def mcp() -> None:
     help="Seconds to wait for the downstream server to answer one call.",
 )
 @click.option("--name", "name", help="The server name shown upstream (default: the downstream's).")
+@click.option(
+    "--otel-endpoint",
+    "otel_endpoint",
+    metavar="URL",
+    help="Also send spans live to this OTLP/HTTP traces URL (agentledger[otel]).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def proxy(
     db: str,
@@ -111,6 +118,7 @@ def proxy(
     public: bool,
     timeout: float,
     name: str | None,
+    otel_endpoint: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Start the MCP server COMMAND (after --) and serve its tools through the gate.
@@ -135,7 +143,18 @@ def proxy(
     address = parse_listen(listen, public=public) if listen else None
     file_policy = policy_from_file(policy_path) if policy_path is not None else None
     policy, safe_tools = proxy_policy(file_policy, allow=allow, safe=safe)
-    sink = open_sink(db)
+    provider: Any = None
+    sink: Any = open_sink(db)
+    if otel_endpoint:
+        try:
+            from ledger.adapters.otel import TracingSink, otlp_tracer_provider
+        except ImportError:
+            sink.close()
+            raise click.ClickException(
+                "--otel-endpoint needs the OpenTelemetry extra: pip install 'agentledger[otel]'"
+            ) from None
+        provider = otlp_tracer_provider(otel_endpoint)
+        sink = TracingSink(sink, provider)
     try:
         gate = Gate(sink, policy=policy, safe_tools=safe_tools)
         if not gate.durable:  # stdout is the protocol: the note goes to stderr
@@ -154,7 +173,9 @@ def proxy(
             click.echo(f"ledger: serving MCP at http://{address[0]}:{address[1]}/mcp", err=True)
             asyncio.run(serve_http(gateway, *address))
     finally:
-        sink.close()
+        sink.close()  # a TracingSink drains its queue first
+        if provider is not None:
+            provider.shutdown()
 
 
 @mcp.command(short_help="Accept changed tool definitions (after a rug pull was reported).")

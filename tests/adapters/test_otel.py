@@ -288,3 +288,28 @@ def test_ledger_export_otel_names_a_receiver_that_is_down(tmp_path: Path) -> Non
     assert done.returncode == 1
     assert url in done.stderr and "did not accept" in done.stderr
     assert time.monotonic() - start < 100
+
+
+def test_the_mcp_proxy_sends_spans_live(tmp_path: Path, receiver: Any, repo: Path) -> None:
+    pytest.importorskip("mcp_server_git")
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    url, handler = receiver
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    args = ["-m", "ledger", "mcp", "proxy", "--db", db, "--safe", "git_status",
+            "--otel-endpoint", url, "--", PY, "-m", "mcp_server_git"]  # fmt: skip
+
+    async def main() -> None:
+        async with Client(StdioServerParameters(command=PY, args=args, env=env())) as c:
+            await c.call_tool("git_status", {"repo_path": str(repo)})
+            await c.call_tool("git_commit", {"repo_path": str(repo), "message": "x"})
+
+    asyncio.run(main())
+    spans = _otlp_spans(handler)  # the proxy flushed its spans before it exited
+    names = sorted(s.name for s in spans)
+    assert "execute_tool git_status" in names and "execute_tool git_commit" in names
+    commit = next(s for s in spans if s.name == "execute_tool git_commit")
+    assert _attr(commit, "error.type") == "agentledger.denied"
+    assert any(n.startswith("invoke_agent") for n in names)
