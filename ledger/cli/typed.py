@@ -38,10 +38,28 @@ _STORE_HELP = (
     "git+URL for a repository's ledgers/NAME branches (nothing is checked out)."
 )
 _STORE = click.option("--store", "store", required=True, metavar="STORE", help=_STORE_HELP)
+
+
 # Commands that only read a store refuse a missing folder: a typo must not look like an
 # empty ledger. `persist` may create it.
+def _existing_store(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A folder store must exist (a usage error otherwise, as for any missing path)."""
+    if value is not None and not value.startswith("git+"):
+        path = Path(value)
+        if not path.exists():
+            raise click.BadParameter(f"Directory {value!r} does not exist.")
+        if not path.is_dir():
+            raise click.BadParameter(f"Directory {value!r} is a file.")
+    return value
+
+
 _EXISTING_STORE = click.option(
-    "--store", "store", required=True, metavar="STORE", help=_STORE_HELP + " Must exist."
+    "--store",
+    "store",
+    required=True,
+    metavar="STORE",
+    help=_STORE_HELP + " Must exist.",
+    callback=_existing_store,
 )
 
 
@@ -132,6 +150,7 @@ def typed() -> None:
     "store",
     metavar="STORE",
     help="Also read every ledger of this store (a folder, or git+PATH_OR_URL).",
+    callback=_existing_store,
 )
 @json_option
 def check(config: Path, store: str | None, as_json: bool) -> None:

@@ -39,10 +39,12 @@ and retries, with a growing random pause, up to ``max_attempts`` times. So concu
 writers on many hosts never lose a record. (A remote that does not support atomic pushes
 gets one push per branch, each still compare-and-swap.)
 
-A branch whose tree holds a shard path (``ledger/shards/<uuid4>.jsonl``) that is not a
-regular blob (a symlink, a submodule, a mode other than 100644 or 100755) is refused with
-the reference's message, "Ledger branch contains an invalid canonical file"; other paths
-are not read, as the reference does not read them.
+The shard files are the ``*.jsonl`` entries directly in ``ledger/shards``, as a checkout
+of the branch shows them to the reference's reader: one that is not a regular blob (a
+symlink, a submodule, a folder, a mode other than 100644 or 100755) is refused with the
+reference's message, "Ledger branch contains an invalid canonical file"; one whose name is
+not ``<uuid4>.jsonl`` is an ``invalid-envelope`` diagnostic (so replay fails closed, as on
+a folder store); other paths are not read.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import os
 import random
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -63,7 +66,7 @@ from typing import Any, Final, TypeVar
 
 from ledger.errors import LedgerError
 from ledger.typed.config import LedgerConfig, check_ledger_name
-from ledger.typed.layout import SHARD_NAME_RE, LedgerChange, ShardEntry, StoreError
+from ledger.typed.layout import LedgerChange, ShardEntry, StoreError
 from ledger.typed.reconstruct import Reconstruction, reconstruct
 from ledger.typed.records import Record, parse_line
 from ledger.typed.shard_writer import new_shards
@@ -71,6 +74,18 @@ from ledger.typed.storage import Plan
 from ledger.typed.store import DEFAULT_SEGMENT_BYTES, build_records, payload_list, writable_heads
 
 __all__ = ["GitShardStore"]
+
+
+class _Batch:
+    """The blobs of one ``entries()`` listing, read together on first use."""
+
+    __slots__ = ("blobs", "fetched", "oids")
+
+    def __init__(self, oids: list[str]) -> None:
+        self.oids = oids
+        self.fetched = False
+        self.blobs: dict[str, bytes] = {}
+
 
 fcntl: ModuleType | None
 try:
@@ -84,7 +99,6 @@ T = TypeVar("T")
 BRANCH_PREFIX: Final = "refs/heads/ledgers/"
 INVALID_FILE: Final = "Ledger branch contains an invalid canonical file"
 _URL: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/:]+@[^/:]+:")
-_SHARD_PATH: Final = re.compile(r"ledger/shards/(" + SHARD_NAME_RE.pattern + ")")
 _CONFLICT: Final = re.compile(
     r"stale info|fetch first|non-fast-forward|already exists|atomic push failed|"
     r"cannot lock ref|but expected|reference already exists|failed to update ref",
@@ -123,7 +137,8 @@ class GitShardStore:
         self.max_attempts = max_attempts
         self._git_exe = git
         self._heads: dict[str, str] | None = None
-        self._blobs: dict[str, bytes] = {}
+        self._lock_depth = 0
+        self._lock_guard = threading.RLock()
         if _URL.search(self.location):
             self._remote: str | None = self.location
             self._namespace = "refs/agentledger/url/ledgers/"
@@ -221,10 +236,23 @@ class GitShardStore:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold this host's lock on the repository (writers on other hosts are kept apart
-        by the compare-and-swap push)."""
-        with self._file_lock(self._git_dir / "agentledger.lock"):
-            yield
+        """Hold this host's lock on the repository, re-entrantly (fetches and writes on
+        one host take turns; writers on other hosts are kept apart by the compare-and-swap
+        push)."""
+        with self._lock_guard:
+            if self._lock_depth:
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                return
+            with self._file_lock(self._git_dir / "agentledger.lock"):
+                self._lock_depth = 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth = 0
 
     # --- snapshots ------------------------------------------------------------------------
 
@@ -233,6 +261,10 @@ class GitShardStore:
         self._heads = self._snapshot()
 
     def _snapshot(self) -> dict[str, str]:
+        with self.locked():  # two fetches into one repository would race for its refs
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> dict[str, str]:
         if self._remote is not None:
             refspec = f"+{BRANCH_PREFIX}*:{self._namespace}*"
             code, _, err = self._git(
@@ -269,45 +301,50 @@ class GitShardStore:
         return sorted(n for n in self._current() if self.entries(n))
 
     def entries(self, name: str) -> list[ShardEntry]:
-        """The shard files on ``ledgers/<name>`` (refusing a non-blob or a wrong mode with
-        the reference's message)."""
+        """The ``*.jsonl`` files directly in ``ledger/shards`` of ``ledgers/<name>``, as a
+        checkout of the branch shows them to the reference's reader (a name that is not
+        ``<uuid4>.jsonl`` becomes an ``invalid-envelope`` diagnostic on read). One that is
+        not a regular blob (a symlink, a submodule, a folder, a mode other than 100644 or
+        100755) is refused with the reference's message."""
         commit = self.head(name)
         if commit is None:
             return []
-        _, out, _ = self._git(
-            "ls-tree", "-r", "-z", "-l", "--full-tree", commit, "--", "ledger/shards"
-        )
+        _, out, _ = self._git("ls-tree", "-z", "-l", commit, "--", "ledger/shards/")
         found: list[tuple[str, str, int]] = []
         for item in out.split(b"\0"):
             if not item:
                 continue
             meta, _, raw_path = item.partition(b"\t")
             path = raw_path.decode("utf-8", "surrogateescape")
-            match = _SHARD_PATH.fullmatch(path)
-            if match is None:
-                continue
+            file = path.rpartition("/")[2]
+            if not path.startswith("ledger/shards/") or not file.endswith(".jsonl"):
+                continue  # not a shard file: neither reference reader looks at it
             mode, kind, oid, size = meta.decode().split()
             if kind != "blob" or mode not in ("100644", "100755"):
                 raise StoreError(
                     f"{INVALID_FILE}: ledgers/{name} holds {path} as a {kind} of mode {mode} "
                     "(a shard must be a regular file)"
                 )
-            found.append((match[1], oid, int(size)))
-        wanted = [oid for _, oid, _ in found if oid not in self._blobs]
+            found.append((file, oid, int(size)))
+        batch = _Batch([oid for _, oid, _ in found])
 
         def loader(oid: str) -> Callable[[], bytes]:
-            return lambda: self._blob(oid, wanted)
+            return lambda: self._blob(oid, batch)
 
         return [
             ShardEntry(file=file, kind="file", size=size, load=loader(oid))
             for file, oid, size in found
         ]
 
-    def _blob(self, oid: str, batch: Sequence[str]) -> bytes:
-        if oid not in self._blobs:
-            self._blobs.update(self._cat_files([o for o in batch if o not in self._blobs] or [oid]))
-        data = self._blobs.pop(oid)  # read once: reconstructions read each shard once
-        return data
+    def _blob(self, oid: str, batch: _Batch) -> bytes:
+        """One blob's bytes; the first load of a listing reads all its blobs through one
+        ``cat-file --batch``, and each is then handed out once (a reconstruction reads
+        every shard once, so memory is not held twice)."""
+        if not batch.fetched:
+            batch.fetched = True
+            batch.blobs = self._cat_files(list(dict.fromkeys(batch.oids)))
+        data = batch.blobs.pop(oid, None)
+        return data if data is not None else self._cat_files([oid])[oid]
 
     def _cat_files(self, oids: Sequence[str]) -> dict[str, bytes]:
         _, out, _ = self._git("cat-file", "--batch", data="".join(f"{o}\n" for o in oids).encode())

@@ -173,29 +173,42 @@ SHARD = "0b7c2a4e-3f1d-4c2b-9a8e-1d2c3b4a5f60.jsonl"
 
 
 @pytest.mark.parametrize(
-    "kind",
-    ["symlink", "submodule", "executable", "wrong-name"],
+    "kind", ["symlink", "submodule", "folder", "executable", "other-file", "wrong-name"]
 )
 def test_trees_the_reference_rejects_are_refused_with_its_message(bare: Path, kind: str) -> None:
     good = ShardStore(bare.parent / "tmpstore")
     (record,) = good.append("findings", [{"operation": "insert", "value": {"id": "a"}}])
     blob = git(bare, "hash-object", "-w", "--stdin", data=(record.to_line() + "\n").encode())
+    entries = [("100644", "blob", blob, SHARD)]
     if kind == "symlink":
         target = git(bare, "hash-object", "-w", "--stdin", data=b"../../../etc/passwd")
         entries = [("120000", "blob", target, SHARD)]
     elif kind == "submodule":
         entries = [("160000", "commit", "1" * 40, SHARD)]
+    elif kind == "folder":
+        inner = git(bare, "mktree", data=f"100644 blob {blob}\tx\n".encode())
+        entries.append(("040000", "tree", inner, "0b7c2a4e-3f1d-4c2b-9a8e-1d2c3b4a5f61.jsonl"))
     elif kind == "executable":  # 100755 is a mode the reference accepts
         entries = [("100755", "blob", blob, SHARD)]
-    else:  # a name that is not a shard path is not read at all, as the reference does
-        entries = [("100644", "blob", blob, SHARD), ("100644", "blob", blob, "notes.txt")]
+    elif kind == "other-file":  # not a shard file: not read, as the reference does not
+        entries.append(("100644", "blob", blob, "README.md"))
+    else:  # a *.jsonl that is not <uuid4>.jsonl: a diagnostic, as in a checkout
+        entries.append(("100644", "blob", blob, "notes.jsonl"))
     _commit_tree(bare, "ledgers/findings", entries)
     store = GitShardStore(bare, CONFIG)
-    if kind in ("symlink", "submodule"):
+    if kind in ("symlink", "submodule", "folder"):
         with pytest.raises(StoreError, match=INVALID_FILE):
             store.read("findings")
-        with pytest.raises(Exception, match=INVALID_FILE):
+        with pytest.raises(LedgerError, match=INVALID_FILE):
             build_projection(CONFIG, store, bare.parent / "out")
+    elif kind == "wrong-name":
+        rec = store.read("findings")
+        assert [(d.code, d.file) for d in rec.diagnostics] == [("invalid-envelope", "notes.jsonl")]
+        with pytest.raises(LedgerError, match="invalid-envelope"):
+            build_projection(CONFIG, store, bare.parent / "out")
+        folder = ShardStore(bare.parent / "tmpstore")  # the same tree in a folder: the same
+        (folder.shard_dir("findings") / "notes.jsonl").write_bytes(b"{}\n")
+        assert [d.code for d in folder.read("findings").diagnostics] == ["invalid-envelope"]
     else:
         assert [r.sha for r in store.read("findings").records] == [record.sha]
 
