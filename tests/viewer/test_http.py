@@ -410,3 +410,42 @@ def test_events_outside_any_run_have_a_page(tmp_path: Path) -> None:
         assert "(outside any run)" in runs and '<a href="/run?id=" class="mono">' in runs
         page = fetch(v, "/run", {"id": ""})
         assert page.status == 200 and "stray" in page.text and "(outside any run)" in page.text
+
+
+def test_approvals_and_principals_are_shown(tmp_path: Path) -> None:
+    import inspect
+
+    from ledger.model import Event
+    from ledger.sinks import open_sink
+
+    accepts = inspect.signature(Event.__init__).parameters
+    if "approval" not in accepts or "actor" not in accepts:
+        pytest.skip("this Event records no structured approval yet")
+    from ledger.model.values import Actor, Approval  # type: ignore[attr-defined]
+
+    actor = Actor(principal="alice@example.com", agent_id="triage-bot", agent_version="1.4")
+    approval = Approval(approver="bob <ops>", time="2026-11-30T10:00:00Z",
+                        reason="change ticket 4711")  # fmt: skip
+    ref = [{"source": "memory", "id": "m1"}]
+    events = [
+        Event(kind="request", run_id="r-ok", args='"ship it"', actor=actor),
+        Event(kind="gate_decision", run_id="r-ok", call_id="c1", tool="deploy", actor=actor,
+              verdict="allowed", reason="approved", approval=approval),
+        Event(kind="action", run_id="r-ok", call_id="c1", tool="deploy", args={}, refs=ref,
+              verdict="allowed", reason="approved by bob", actor=actor, approval=approval),
+        Event(kind="tool_result", run_id="r-ok", call_id="c1", tool="deploy", result='"ok"',
+              actor=actor),
+    ]  # fmt: skip
+    url = sqlite_url(tmp_path / "who.db")
+    with open_sink(url) as sink:
+        for e in events:
+            sink.record(e)
+    with serve(url) as v:
+        run = fetch(v, "/run", {"id": "r-ok"}).text
+        assert "approved by <b>bob &lt;ops&gt;</b>" in run and "change ticket 4711" in run
+        assert "alice@example.com" in run and "triage-bot" in run and "v1.4" in run
+        why = fetch(v, "/why", {"run": "r-ok", "call": "c1"}).text
+        assert "approved by <b>bob &lt;ops&gt;</b>" in why
+        assert "2026-11-30 10:00:00" in why
+        assert set(_runs_on(fetch(v, "/", {"principal": "alice"}).text)) == {"r-ok"}
+        assert set(_runs_on(fetch(v, "/", {"agent": "triage"}).text)) == {"r-ok"}

@@ -11,6 +11,7 @@ ledger when neither is given); ``since`` is inclusive, ``until`` exclusive.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = ["report_html_page", "report_page"]
 
 _MAX_ROWS = 500
 _KNOWN = {
+    "ledger",
     "generated_at",
     "window",
     "compliant",
@@ -46,11 +48,17 @@ _TITLES = {
     "denials": "Denials",
     "missing_results": "Allowed actions without a result",
     "runs": "Runs in the window",
+    "approved_actions": "Approved actions",
+    "who": "Who: actions and denials per agent and principal",
+    "outside_runs": "Calls outside any run",
 }
 
 
-def _build(request: Request, reader: Reader) -> ComplianceReport:
+def _build(request: Request, reader: Reader, ledger: str) -> ComplianceReport:
     since, until = window(request.params)
+    if "ledger" in inspect.signature(build_report).parameters:  # the report names its ledger
+        named: Any = build_report
+        return named(reader, since=since, until=until, ledger=ledger)  # type: ignore[no-any-return]
     return build_report(reader, since=since, until=until)
 
 
@@ -80,8 +88,10 @@ def _cell(key: str, v: Any, row: dict[str, Any], section: str = "") -> str:
         return link(href("/why", run=row["run_id"], call=v), v, css="mono")
     if key == "event_id" and isinstance(v, str) and v:
         return link(href("/event", id=v), v, css="mono")
-    if isinstance(v, str) and (key == "time" or key.endswith("_time") or key in ("start", "end")):
+    if isinstance(v, str) and _is_time(key):
         return _time_cell(v)
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return "<br>".join(value(x, limit=80) for x in v[:20]) or '<span class="muted">-</span>'
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int | float):
@@ -90,7 +100,25 @@ def _cell(key: str, v: Any, row: dict[str, Any], section: str = "") -> str:
     return value(text, limit=160)
 
 
+def _is_time(key: str) -> bool:
+    return key in ("time", "start", "end") or key.endswith(("_time", "_at"))
+
+
+_SHOWN = 25  # rows of a section shown before the rest is folded
+
+
 def _rows_table(key: str, rows: list[dict[str, Any]], empty: str) -> str:
+    if len(rows) > _SHOWN:
+        rest = rows[_SHOWN:]
+        return (
+            _one_table(key, rows[:_SHOWN], empty)
+            + f'<details class="more-rows" id="more-{attr(key)}"><summary>{len(rest):,} more '
+            f"row(s)</summary>{_one_table(key + '-more', rest, empty)}</details>"
+        )
+    return _one_table(key, rows, empty)
+
+
+def _one_table(key: str, rows: list[dict[str, Any]], empty: str) -> str:
     headers: list[str] = []
     for r in rows[:50]:
         headers.extend(k for k in r if k not in headers)
@@ -99,7 +127,7 @@ def _rows_table(key: str, rows: list[dict[str, Any]], empty: str) -> str:
         for h in headers
     ]
     css = [
-        "n" if n else "id" if h.endswith("_id") else ""
+        "n" if n else "id" if h.endswith("_id") else "t" if _is_time(h) else ""
         for h, n in zip(headers, numeric, strict=True)
     ]
     body = [[_cell(h, r.get(h), r, key) for h in headers] for r in rows[:_MAX_ROWS]]
@@ -109,7 +137,7 @@ def _rows_table(key: str, rows: list[dict[str, Any]], empty: str) -> str:
         if len(rows) > _MAX_ROWS
         else ""
     )
-    row_css = ["denied" if key == "denials" else "" for _ in body]
+    row_css = ["denied" if key.startswith("denials") else "" for _ in body]
     return (
         table(
             [h.replace("_", " ") for h in headers],
@@ -196,7 +224,7 @@ def report_page(request: Request, ctx: Context) -> Response:
     """The report in the viewer's layout (or its JSON / CSV)."""
     reader = ctx.reader
     assert isinstance(reader, Reader)
-    report = _build(request, reader)
+    report = _build(request, reader, ctx.ledger)
     form = request.params.get("format", "")
     if form == "json":
         text = json.dumps(report.to_dict(), ensure_ascii=True, indent=2)
@@ -242,7 +270,9 @@ def report_page(request: Request, ctx: Context) -> Response:
         f'<div class="crumbs">{link("/", "Runs")} / report</div>'
         f'<h1 id="title">Compliance report</h1>'
         f'<p class="muted">window {esc(span)} · generated {esc(d.get("generated_at", ""))} · '
-        f"records held {esc(held.get('oldest') or '-')} → {esc(held.get('newest') or '-')}</p>"
+        f"records held {esc(held.get('oldest') or '-')} → {esc(held.get('newest') or '-')}"
+        + (f' · ledger <span class="mono">{esc(d["ledger"])}</span>' if d.get("ledger") else "")
+        + "</p>"
         + _form(request.params)
         + verdict
         + _stats(d)
@@ -262,4 +292,6 @@ def report_html_page(request: Request, ctx: Context) -> Response:
     """The report's own self-contained HTML page (``ComplianceReport.to_html()``)."""
     reader = ctx.reader
     assert isinstance(reader, Reader)
-    return Response(status=200, body=_build(request, reader).to_html().encode("utf-8", "replace"))
+    return Response(
+        status=200, body=_build(request, reader, ctx.ledger).to_html().encode("utf-8", "replace")
+    )
