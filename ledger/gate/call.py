@@ -165,7 +165,7 @@ class CallSteps:
                 await self._acommit(cs, action)
         except Exception as exc:
             denied = self._as_denied(cs, exc)
-            await in_thread(self.recorder.write, denied.events)
+            await in_thread(lambda: self.recorder.write(denied.events))
             raise denied_error(cs.asked, denied.reason, cs.call_id) from None
         except BaseException as exc:  # cancelled: written inline, the task must not await
             record_interrupted(self.recorder, cs, exc)
@@ -237,13 +237,19 @@ class CallSteps:
         return self._deny(cs, reason, *cs.pending)
 
     def _deny(self, cs: CallState, reason: str, *pending: Event) -> Denied:
-        describe_attempt(cs)
-        try:
-            denial = denial_event(cs, reason)
-        except Exception:  # e.g. unusable evidence: keep the record, drop the refs
-            cs.refs = (self._request_ref,)
-            denial = denial_event(cs, reason)
-        return Denied(reason, [*(overruled(e, cs.call_id, reason) for e in pending), denial])
+        """The refusal of the call; its events (the attempt's args redacted) are built when
+        they are written (``acall``: on a worker thread)."""
+
+        def events() -> list[Event]:
+            describe_attempt(cs)
+            try:
+                denial = denial_event(cs, reason)
+            except Exception:  # e.g. unusable evidence: keep the record, drop the refs
+                cs.refs = (self._request_ref,)
+                denial = denial_event(cs, reason)
+            return [*(overruled(e, cs.call_id, reason) for e in pending), denial]
+
+        return Denied(reason, events)
 
     def _prepare(
         self, cs: CallState, args: Mapping[str, Any], fn: Callable[..., Any], *, sync: bool
@@ -311,7 +317,8 @@ class CallSteps:
         """Turn the policy's decision into the gate's: raise ``Denied``, or return the
         action to commit (``None`` for a safe call), queueing the decision event."""
         self._record_args(cs, evidence)
-        verdict, reason, pid = decision.verdict, decision.reason, decision.policy_id
+        verdict, reason = decision.verdict, decision.reason
+        pid = self.recorder.name(decision.policy_id, "policy id", key_field=False).value
         if reason:  # a policy may quote the args it judged: its reason is redacted too
             try:
                 reason = cs.redact(reason)

@@ -31,14 +31,22 @@ log = logging.getLogger("ledger.gate")
 
 
 class Denied(Exception):
-    """Internal: a call is refused; carries the events that record why. ``reason`` is
-    what is recorded; the caller's :class:`ToolDenied` says ``action "<tool>" denied: ``
-    before it."""
+    """Internal: a call is refused; carries the events that record why, or a function
+    that builds them (so that redacting a large attempt can wait for a worker thread).
+    ``reason`` is what is recorded; the caller's :class:`ToolDenied` says
+    ``action "<tool>" denied: `` before it."""
 
-    def __init__(self, reason: str, events: list[Event]) -> None:
+    def __init__(self, reason: str, events: list[Event] | Callable[[], list[Event]]) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.events = events
+        self._events = events
+
+    @property
+    def events(self) -> list[Event]:
+        """The events to record (built on first use)."""
+        if callable(self._events):
+            self._events = self._events()
+        return self._events
 
 
 def denied_error(tool: str, reason: str, call_id: str) -> ToolDenied:

@@ -117,7 +117,7 @@ from ledger.gate.events import CallState, denial_event, describe_attempt, new_ca
 from ledger.gate.policy import (
     Policy,
 )
-from ledger.gate.recorder import Recorder
+from ledger.gate.recorder import Recorder, in_thread
 from ledger.gate.redact import Redactor, redact_secrets
 from ledger.gate.run import Run, active_runs
 from ledger.gate.values import bounded
@@ -237,8 +237,8 @@ class Gate:
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call_args = kwargs_of(args, kwargs)
                 run = self.current_run()
-                if run is None:
-                    raise self._orphan(tool_name, call_args)
+                if run is None:  # recorded on a worker thread: not on the event loop
+                    raise await in_thread(self._orphan, tool_name, call_args)
                 return await run._acall(tool_name, call_args, fn, None, (), is_safe)
 
             wrapper: Any = async_wrapper

@@ -9,8 +9,11 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
+from ledger.errors import ToolDenied
 from ledger.gate import AllowAll, Gate, redact_secrets
-from ledger.model import Kind
+from ledger.model import Kind, Verdict
 from ledger.sinks import SQLiteSink
 
 BIG = 200_000
@@ -110,3 +113,38 @@ def test_an_adversarial_megabyte_is_redacted_in_acall(sqlite_sink: SQLiteSink) -
     (action,) = sqlite_sink.events(run_id=asyncio.run(main()), kind=Kind.ACTION)
     assert "Zq9Zq9" not in (action.args or "") and "token=[REDACTED]" in (action.args or "")
     assert ticks[0] > 0
+
+
+def test_large_args_of_denied_attempts_are_redacted_off_the_loop(
+    sqlite_sink: SQLiteSink,
+) -> None:
+    """Refused before the policy (a generator tool; outside any run) or by it: the
+    attempt's record is still built off the event loop."""
+    witness = Witness()
+    gate = Gate(sqlite_sink, redact=witness)  # DenyNonSafe: "write" is refused
+    big = "y" * BIG
+
+    def generator(text: str) -> Any:
+        yield text
+
+    @gate.tool()
+    async def orphan(text: str) -> None: ...
+
+    async def main() -> None:
+        witness.loop_thread = threading.current_thread()
+        ticker = asyncio.create_task(witness.tick())
+        try:
+            with pytest.raises(ToolDenied, match="no active run"):
+                await orphan(text=big)
+            async with gate.run("x") as run:
+                for fn in (generator, lambda text: None):
+                    with pytest.raises(ToolDenied):
+                        await run.acall("write", {"text": big}, fn)
+        finally:
+            ticker.cancel()
+
+    asyncio.run(main())
+    assert len(witness.seen) == 3
+    assert all(not on_loop and ticks >= 5 for on_loop, ticks in witness.seen)
+    denied = [e for e in sqlite_sink.events(kind=Kind.ACTION) if e.verdict is Verdict.DENIED]
+    assert len(denied) == 3
