@@ -54,8 +54,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
+from ledger.errors import (
+    DuplicateEvent,
+    IntegrityError,
+    SinkClosed,
+    StorageError,
+    ValidationError,
+)
+from ledger.integrity.merkle import Frontier, Node
 from ledger.model.event import Event
+from ledger.sinks.base import KeyLimits
 from ledger.sinks.groupcommit import GroupCommitter
 from ledger.sinks.schema import (
     HEAD,
@@ -66,6 +74,13 @@ from ledger.sinks.schema import (
     schema_state,
 )
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+from ledger.sinks.tree import (
+    LEAF_COLUMN,
+    TreeAppender,
+    TreeReading,
+    TreeTables,
+    append_leaves,
+)
 from ledger.sinks.url import parse_url
 from ledger.sinks.writing import Row, Writing
 
@@ -76,25 +91,27 @@ _EXCLUSIVE = sa.text("SELECT pg_advisory_xact_lock(:k)")
 _SESSION_LOCK = sa.text("SELECT pg_advisory_lock(:k)")
 _SESSION_UNLOCK = sa.text("SELECT pg_advisory_unlock(:k)")
 _MAX_NAME = 63  # PostgreSQL's identifier length, in bytes
-_TEXT_COLUMNS = ((1, "run_id"), (2, "call_id"), (4, "tool"))  # row index, field
+_JSON = COLUMNS.index("event_json")
+
+
+KEY_LIMITS = KeyLimits(nul=False, max_bytes=2048)
+"""What PostgreSQL holds in the key columns: no NUL (text cannot hold it; the event JSON
+escapes it) and at most 2048 bytes (a B-tree entry holds about 2,700: the indexes on
+run_id and tool refuse longer values that do not compress)."""
 
 
 def _pg_row(event: Event) -> Row:
-    """``event_row(event)``, refusing what a PostgreSQL text column cannot hold (NUL
-    characters: the event JSON escapes them, the indexed columns cannot) by naming the
-    field, before anything is sent."""
+    """``event_row(event)``, refusing what the key columns cannot hold (:data:`KEY_LIMITS`)
+    by naming the field, before anything is sent."""
     row = event_row(event)
-    for i, name in _TEXT_COLUMNS:
-        if "\x00" in row[i]:
-            raise ValidationError(
-                f"{name}: PostgreSQL text cannot hold NUL (\\x00) characters; remove them "
-                "(a SQLite or JSONL ledger stores them)"
-            )
+    KEY_LIMITS.check(event)
     return row
 
 
-class PostgresSink(Writing, SQLReader):
+class PostgresSink(Writing, TreeReading, SQLReader):
     """A ``DurableSink`` and ``Reader`` on PostgreSQL; see the module notes."""
+
+    key_limits = KEY_LIMITS  # what the key columns hold (read by writers such as the gate)
 
     def __init__(
         self,
@@ -130,6 +147,9 @@ class PostgresSink(Writing, SQLReader):
         self._table = events_table(schema)
         self._key = advisory_key(f"events:{schema or ''}")
         self._insert_sql = _insert_statement(self._table)
+        self._tree_sql = _TreeSQL(schema)
+        self._trees = TreeTables(schema)
+        self._appender = TreeAppender()
         self._owns = False
         self._closed = False
         self._close_lock = threading.Lock()
@@ -225,13 +245,23 @@ class PostgresSink(Writing, SQLReader):
         conn = self._callers_conn()
         try:
             with conn.begin_nested():
-                self._insert(conn, rows)
+                frontier = self._tree_begin(conn)
+                self._insert(conn, rows, frontier.size)
+                root = self._tree_finish(conn, frontier, rows)
         except sa.exc.DBAPIError as exc:
+            self._appender.forget()
             if exc.connection_invalidated:
                 raise _not_acknowledged(exc) from exc
             raise self._refused(rows, exc) from None
         except sa.exc.SQLAlchemyError as exc:  # the caller's connection in a bad state
+            self._appender.forget()
             raise StorageError(f"PostgreSQL ledger write refused: {exc}") from exc
+        except BaseException:
+            self._appender.forget()
+            raise
+        # The caller may still roll back: the cache is keyed by the head it extends, so
+        # a head that went back is another head, and the range is rebuilt from nodes.
+        self._appender.committed(frontier, root)
 
     def _callers_revision(self) -> str | None:
         """The schema revision read on the caller's connection, leaving it as it was."""
@@ -271,35 +301,78 @@ class PostgresSink(Writing, SQLReader):
             )
         return conn
 
-    def _insert(self, conn: sa.Connection, rows: list[Row]) -> None:
-        """Insert ``rows`` after taking the writers' shared lock, in one statement per
-        row: the MATERIALIZED CTE runs (and locks) before ``seq`` is drawn. The row
-        tuples go to the driver as they are (positional parameters, no dict per row),
-        inside the connection's transaction."""
+    def _insert(self, conn: sa.Connection, rows: list[Row], start: int) -> None:
+        """Insert ``rows`` numbered from leaf ``start`` after taking the writers' shared
+        lock, in one statement per row: the MATERIALIZED CTE runs (and locks) before
+        ``seq`` is drawn. The row tuples go to the driver as they are (positional
+        parameters, no dict per row), inside the connection's transaction."""
         key = self._key
         if len(rows) == 1:
-            conn.exec_driver_sql(self._insert_sql, (key, *rows[0]))
+            conn.exec_driver_sql(self._insert_sql, (key, *rows[0], start))
         else:
-            conn.exec_driver_sql(self._insert_sql, [(key, *row) for row in rows])
+            conn.exec_driver_sql(
+                self._insert_sql, [(key, *row, start + i) for i, row in enumerate(rows)]
+            )
+
+    def _tree_begin(self, conn: sa.Connection) -> Frontier:
+        """Lock the head row (``FOR UPDATE``: writers of every process and host take
+        leaf indexes one transaction at a time) and return its compact range."""
+        head = conn.exec_driver_sql(self._tree_sql.lock_head).first()
+        if head is None:
+            raise IntegrityError(
+                "the PostgreSQL ledger has no tree head (the tree_head row was deleted "
+                "outside the ledger); nothing was written. Run `ledger verify`"
+            )
+
+        def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+            levels, idxs = [k[0] for k in keys], [k[1] for k in keys]
+            found = conn.exec_driver_sql(self._tree_sql.fetch_nodes, (levels, idxs))
+            return {(int(lv), int(ix)): bytes(h) for lv, ix, h in found}
+
+        return self._appender.begin(int(head[0]), bytes(head[1]), fetch)
+
+    def _tree_finish(self, conn: sa.Connection, frontier: Frontier, rows: list[Row]) -> bytes:
+        """Append the leaves of ``rows`` (inserted just before) and write the nodes they
+        complete and the new head in one statement; return the new root."""
+        nodes: list[Node] = []
+        append_leaves(frontier, (row[_JSON].encode("utf-8") for row in rows), nodes)
+        root = frontier.root()
+        conn.exec_driver_sql(
+            self._tree_sql.write,
+            (
+                [n[0] for n in nodes],
+                [n[1] for n in nodes],
+                [n[2] for n in nodes],
+                frontier.size,
+                root,
+            ),
+        )
+        return root
 
     def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
-        """Group commit: every waiting caller's rows in one transaction. When the server
-        refuses it for a row's sake (a duplicate id, a value it cannot store), the batch
-        is redone with each caller in a savepoint, so only that caller fails; a lost
-        connection fails the whole batch (nothing of it committed)."""
+        """Group commit: every waiting caller's rows in one transaction, with one tree
+        update. When the server refuses it for a row's sake (a duplicate id, a value it
+        cannot store), the batch is redone with each caller in a savepoint, so only that
+        caller fails; a lost connection fails the whole batch (nothing of it
+        committed)."""
         rows = [row for item in items for row in item]
         try:
             try:
                 self._insert_all(rows)
                 return [None] * len(items)
             except sa.exc.DBAPIError as exc:
+                self._appender.forget()
                 if exc.connection_invalidated:
                     raise
                 if len(items) == 1:
                     return [self._refused(items[0], exc)]
             return self._write_each(items)
         except sa.exc.DBAPIError as exc:
+            self._appender.forget()
             raise _not_acknowledged(exc) from exc
+        except BaseException:
+            self._appender.forget()
+            raise
 
     def _insert_all(self, rows: list[Row]) -> None:
         """One transaction. A connection lost on the way raises (nothing is retried: the
@@ -307,22 +380,49 @@ class PostgresSink(Writing, SQLReader):
         engines the sink opens check a pooled connection before lending it, so one that
         died idle (a server restart, say) is replaced without a failed write."""
         with self._engine.connect() as conn:
-            self._insert(conn, rows)
+            frontier = self._tree_begin(conn)
+            self._insert(conn, rows, frontier.size)
+            root = self._tree_finish(conn, frontier, rows)
             conn.commit()
+        self._appender.committed(frontier, root)
 
     def _write_each(self, items: list[list[Row]]) -> list[BaseException | None]:
         errors: list[BaseException | None] = []
+        stored: list[Row] = []
         with self._engine.begin() as conn:
+            frontier = self._tree_begin(conn)
             for rows in items:
                 try:
                     with conn.begin_nested():
-                        self._insert(conn, rows)
+                        self._insert(conn, rows, frontier.size + len(stored))
                     errors.append(None)
+                    stored.extend(rows)
                 except sa.exc.DBAPIError as exc:
                     if exc.connection_invalidated:
                         raise
                     errors.append(self._refused(rows, exc))
+            root = self._tree_finish(conn, frontier, stored) if stored else None
+        if root is not None:
+            self._appender.committed(frontier, root)
         return errors
+
+    @contextmanager
+    def _tree_writing(self) -> Iterator[sa.Connection]:
+        """A transaction holding the head row's lock, committed when the block ends (in
+        a savepoint of the caller's transaction for ``PostgresSink(connection)``)."""
+        self._check_writable()
+        try:
+            if self._conn is not None:
+                conn = self._callers_conn()
+                with conn.begin_nested():
+                    conn.exec_driver_sql(self._tree_sql.lock_head).first()
+                    yield conn
+                return
+            with self._engine.begin() as conn:
+                conn.exec_driver_sql(self._tree_sql.lock_head).first()
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise StorageError(f"PostgreSQL ledger write failed: {exc.orig}") from exc
 
     def _refused(self, rows: list[Row], exc: sa.exc.DBAPIError) -> StorageError:
         """The error for one caller whose rows the server refused."""
@@ -411,10 +511,34 @@ def _not_acknowledged(exc: sa.exc.DBAPIError) -> StorageError:
 
 
 def _insert_statement(table: sa.Table) -> str:
-    """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS`."""
+    """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS` and
+    the leaf index."""
     name = f'"{table.schema}".events' if table.schema else "events"
-    values = ", ".join(["%s"] * len(COLUMNS))
+    values = ", ".join(["%s"] * (len(COLUMNS) + 1))
     return (
         "WITH ledger_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s)) "
-        f"INSERT INTO {name} ({', '.join(COLUMNS)}) SELECT {values} FROM ledger_lock"
+        f"INSERT INTO {name} ({', '.join(COLUMNS)}, {LEAF_COLUMN}) SELECT {values} "
+        "FROM ledger_lock"
     )
+
+
+class _TreeSQL:
+    """The driver-level statements of the tree's write path, for one schema."""
+
+    __slots__ = ("fetch_nodes", "lock_head", "write")
+
+    def __init__(self, schema: str | None) -> None:
+        prefix = f'"{schema}".' if schema else ""
+        self.lock_head = f"SELECT size, root FROM {prefix}tree_head WHERE id = 1 FOR UPDATE"
+        self.fetch_nodes = (
+            f"SELECT level, idx, hash FROM {prefix}tree_nodes WHERE (level, idx) IN "
+            "(SELECT * FROM unnest(%s::smallint[], %s::bigint[]))"
+        )
+        # A node left over from rows deleted outside the ledger is overwritten: the head
+        # says where the tree stands (`ledger verify` reports the deletion).
+        self.write = (
+            f"WITH nodes AS (INSERT INTO {prefix}tree_nodes (level, idx, hash) "
+            "SELECT * FROM unnest(%s::smallint[], %s::bigint[], %s::bytea[]) "
+            "ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash) "
+            f"UPDATE {prefix}tree_head SET size = %s, root = %s WHERE id = 1"
+        )

@@ -38,7 +38,14 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
-from ledger.errors import DuplicateEvent, SinkClosed, StorageError, ValidationError
+from ledger.errors import (
+    DuplicateEvent,
+    IntegrityError,
+    SinkClosed,
+    StorageError,
+    ValidationError,
+)
+from ledger.integrity.merkle import Frontier, Node
 from ledger.model.event import Event
 from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
@@ -51,22 +58,47 @@ from ledger.sinks.schema import (
     schema_state,
 )
 from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+from ledger.sinks.tree import (
+    LEAF_COLUMN,
+    TreeAppender,
+    TreeReading,
+    TreeTables,
+    append_leaves,
+    node_key_chunks,
+)
 from ledger.sinks.writing import Row, Writing
 
 __all__ = ["SQLiteSink"]
 
 log = logging.getLogger(__name__)
 
-_ROW_MARKS = "(" + ", ".join("?" * len(COLUMNS)) + ")"
-_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES {_ROW_MARKS}"
+_ROW_MARKS = "(" + ", ".join("?" * (len(COLUMNS) + 1)) + ")"
+_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}, {LEAF_COLUMN}) VALUES {_ROW_MARKS}"
+_JSON = COLUMNS.index("event_json")
 _WRITER_BUSY_MS = 5
-_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (20,000 parameters)
+_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (22,000 parameters)
+_NODE_ROWS = 5000  # nodes per multi-row INSERT (15,000 parameters)
+_READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
+_UPDATE_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1"
+_NODE_UPSERT = " ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash"
 
 
 @functools.lru_cache(maxsize=64)
 def _insert_sql(rows: int) -> str:
     """``INSERT`` of ``rows`` rows in one statement."""
     return _INSERT + (", " + _ROW_MARKS) * (rows - 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _nodes_sql(nodes: int) -> str:
+    """``INSERT`` of ``nodes`` tree nodes in one statement. A node left over from rows
+    deleted outside the ledger is overwritten: the head, not a stray node, says where
+    the tree stands (``ledger verify`` reports the deletion)."""
+    return (
+        "INSERT INTO tree_nodes (level, idx, hash) VALUES "
+        + ", ".join(["(?, ?, ?)"] * nodes)
+        + _NODE_UPSERT
+    )
 
 
 def _flat(rows: list[Row]) -> list[Any]:
@@ -84,7 +116,7 @@ def _is_busy(exc: Exception) -> bool:
     return "locked" in text or "busy" in text
 
 
-class SQLiteSink(Writing, SQLReader):
+class SQLiteSink(Writing, TreeReading, SQLReader):
     """A ``DurableSink`` and ``Reader`` on the SQLite file ``path`` (created if absent).
 
     ``busy_timeout`` (seconds) is SQLite's wait for a lock held by another connection;
@@ -92,6 +124,8 @@ class SQLiteSink(Writing, SQLReader):
     With ``migrate=False`` (how readers open it) nothing is created or migrated: the file
     must exist and hold a current ledger schema, else it is refused saying what to do.
     """
+
+    _merkle = True  # False only in benchmarks/integrity.py's baseline (no Merkle log)
 
     def __init__(
         self,
@@ -114,6 +148,8 @@ class SQLiteSink(Writing, SQLReader):
         else:
             self._require_file()
         self._table = events_table()
+        self._trees = TreeTables()
+        self._appender = TreeAppender()
         self._engine = sa.create_engine(
             # built, not parsed: a "?" or "%20" in the file name stays in the file name
             sa.URL.create("sqlite+pysqlite", database=str(self.path)),
@@ -232,67 +268,158 @@ class SQLiteSink(Writing, SQLReader):
         self._committer.submit(make)
 
     def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
-        """Write every waiting caller's rows with one commit (one fsync).
+        """Write every waiting caller's rows, their leaves and the new tree head with
+        one commit (one fsync).
 
-        The common case is a single multi-row ``INSERT`` in autocommit mode: one
-        statement, atomic on its own, so the writer makes one call into SQLite per batch.
-        When it fails on a duplicate id, the batch is redone in one explicit transaction
-        with each caller's rows in a savepoint, so only the bad caller fails.
+        One ``BEGIN IMMEDIATE`` transaction (SQLite's writer lock: leaf indexes are
+        drawn under it, so no two writers, threads or processes, can take one index):
+        the head is read, the rows go in as one multi-row ``INSERT`` numbered from the
+        head's size, then the nodes they complete and the new head. When the insert
+        fails on a duplicate id, each caller's rows are redone in a savepoint of the
+        same transaction, so only the bad caller fails.
         """
+        if not self._merkle:
+            return self._write_batch_plain(items)
         conn = self._writer_conn()
         rows = [row for item in items for row in item]
-        if len(rows) <= _STATEMENT_ROWS:
-            sql, params = (
-                (_INSERT, rows[0]) if len(rows) == 1 else (_insert_sql(len(rows)), _flat(rows))
-            )
-            try:
-                try:
-                    conn.execute(sql, params)
-                except sqlite3.OperationalError as exc:  # busy: another process writes
-                    if not _is_busy(exc):
-                        raise
-                    self._retry_busy(lambda: conn.execute(sql, params))
-                return [None] * len(items)
-            except sqlite3.IntegrityError as exc:
-                if len(items) == 1:
-                    return [self._duplicate(conn, items[0], exc)]
-            except sqlite3.Error as exc:
-                raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
-        return self._write_each(conn, items)
-
-    def _write_each(
-        self, conn: sqlite3.Connection, items: list[list[Row]]
-    ) -> list[BaseException | None]:
-        """One explicit transaction; each caller's rows apart, so a bad one fails alone."""
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
-            errors = [self._insert_savepoint(conn, rows) for rows in items]
-            if all(e is not None for e in errors):
+            frontier = self._frontier(conn)
+            start = frontier.size
+            errors: list[BaseException | None]
+            try:
+                if len(rows) == 1:
+                    conn.execute(_INSERT, (*rows[0], start))
+                elif len(rows) <= _STATEMENT_ROWS:
+                    numbered = [(*row, start + i) for i, row in enumerate(rows)]
+                    conn.execute(_insert_sql(len(rows)), _flat(numbered))
+                else:
+                    conn.execute("SAVEPOINT ledger_batch")
+                    self._insert_numbered(conn, rows, start)
+                    conn.execute("RELEASE ledger_batch")
+                errors = [None] * len(items)
+                stored = rows
+            except sqlite3.IntegrityError as exc:
+                if len(rows) > _STATEMENT_ROWS:
+                    conn.execute("ROLLBACK TO ledger_batch")
+                    conn.execute("RELEASE ledger_batch")
+                if len(items) == 1:
+                    error = self._duplicate(conn, items[0], exc)
+                    conn.execute("ROLLBACK")
+                    return [error]
+                errors, stored = self._insert_each(conn, items, start)
+            if not stored:
                 conn.execute("ROLLBACK")
+                return errors
+            nodes: list[Node] = []
+            append_leaves(frontier, (row[_JSON].encode("utf-8") for row in stored), nodes)
+            root = frontier.root()
+            self._write_nodes(conn, nodes)
+            conn.execute(_UPDATE_HEAD, (frontier.size, root))
+            self._retry_busy(lambda: conn.execute("COMMIT"))
+        except BaseException as exc:
+            self._appender.forget()
+            self._abandon(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
+            raise
+        self._appender.committed(frontier, root)
+        return errors
+
+    def _frontier(self, conn: sqlite3.Connection) -> Frontier:
+        """The compact range of the committed head, read inside the write transaction."""
+        head = conn.execute(_READ_HEAD).fetchone()
+        if head is None:
+            raise IntegrityError(
+                f"SQLite ledger {self.path} has no tree head (the tree_head row was deleted "
+                "outside the ledger); nothing was written. Run `ledger verify`"
+            )
+
+        def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+            found: dict[tuple[int, int], bytes] = {}
+            for part in node_key_chunks(keys):
+                marks = ", ".join(["(?, ?)"] * len(part))
+                query = f"SELECT level, idx, hash FROM tree_nodes WHERE (level, idx) IN ({marks})"
+                for level, idx, h in conn.execute(query, [v for key in part for v in key]):
+                    found[(level, idx)] = bytes(h)
+            return found
+
+        return self._appender.begin(int(head[0]), bytes(head[1]), fetch)
+
+    def _insert_numbered(self, conn: sqlite3.Connection, rows: list[Row], start: int) -> None:
+        """Insert ``rows`` numbered from ``start``, ``_STATEMENT_ROWS`` per statement."""
+        for first in range(0, len(rows), _STATEMENT_ROWS):
+            part = rows[first : first + _STATEMENT_ROWS]
+            numbered = [(*row, start + first + i) for i, row in enumerate(part)]
+            if len(numbered) == 1:
+                conn.execute(_INSERT, numbered[0])
             else:
-                self._retry_busy(lambda: conn.execute("COMMIT"))
+                conn.execute(_insert_sql(len(part)), _flat(numbered))
+
+    def _insert_each(
+        self, conn: sqlite3.Connection, items: list[list[Row]], start: int
+    ) -> tuple[list[BaseException | None], list[Row]]:
+        """Each caller's rows in a savepoint, numbered after the rows stored before them,
+        so a bad caller fails alone and leaves no gap."""
+        errors: list[BaseException | None] = []
+        stored: list[Row] = []
+        for rows in items:
+            conn.execute("SAVEPOINT ledger_item")
+            try:
+                self._insert_numbered(conn, rows, start + len(stored))
+            except sqlite3.IntegrityError as exc:
+                conn.execute("ROLLBACK TO ledger_item")
+                conn.execute("RELEASE ledger_item")
+                errors.append(self._duplicate(conn, rows, exc))
+                continue
+            conn.execute("RELEASE ledger_item")
+            errors.append(None)
+            stored.extend(rows)
+        return errors, stored
+
+    def _write_nodes(self, conn: sqlite3.Connection, nodes: list[Node]) -> None:
+        for first in range(0, len(nodes), _NODE_ROWS):
+            part = nodes[first : first + _NODE_ROWS]
+            conn.execute(_nodes_sql(len(part)), [v for node in part for v in node])
+
+    @contextmanager
+    def _tree_writing(self) -> Iterator[sa.Connection]:
+        """A connection in a ``BEGIN IMMEDIATE`` transaction (the writers' lock),
+        committed when the block ends (checkpoints are written this way)."""
+        if self._closed:
+            raise SinkClosed(f"SQLite sink {self.path} is closed; open a new one")
+        with self._engine.connect() as conn:
+            self._retry_busy(lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+            try:
+                yield conn
+                self._retry_busy(conn.commit)
+            except BaseException:
+                conn.rollback()
+                raise
+
+    # --- without the log: the benchmark's baseline only -------------------------------
+
+    def _write_batch_plain(self, items: list[list[Row]]) -> list[BaseException | None]:
+        """The write path without the Merkle log (``_merkle = False``): what the log
+        costs is measured against it (benchmarks/integrity.py). Rows get no leaf index,
+        so such a ledger does not verify; never used otherwise."""
+        conn = self._writer_conn()
+        rows = [(*row, None) for item in items for row in item]
+        self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            for first in range(0, len(rows), _STATEMENT_ROWS):
+                part = rows[first : first + _STATEMENT_ROWS]
+                if len(part) == 1:
+                    conn.execute(_INSERT, part[0])
+                else:
+                    conn.execute(_insert_sql(len(part)), _flat(part))
+            self._retry_busy(lambda: conn.execute("COMMIT"))
         except BaseException as exc:
             self._abandon(conn)
             if isinstance(exc, sqlite3.Error):
                 raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
             raise
-        return errors
-
-    def _insert_savepoint(self, conn: sqlite3.Connection, rows: list[Row]) -> BaseException | None:
-        """Insert one caller's rows in a savepoint; on a duplicate, undo them first and
-        then name the ids (so the batch's own rows are not mistaken for stored ones)."""
-        conn.execute("SAVEPOINT ledger_item")
-        try:
-            if len(rows) == 1:
-                conn.execute(_INSERT, rows[0])
-            else:
-                conn.executemany(_INSERT, rows)
-        except sqlite3.IntegrityError as exc:
-            conn.execute("ROLLBACK TO ledger_item")
-            conn.execute("RELEASE ledger_item")
-            return self._duplicate(conn, rows, exc)
-        conn.execute("RELEASE ledger_item")
-        return None
+        return [None] * len(items)
 
     def _duplicate(
         self, conn: sqlite3.Connection, rows: list[Row], exc: sqlite3.IntegrityError

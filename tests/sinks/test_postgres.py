@@ -64,26 +64,32 @@ def test_open_sink_postgres_with_schema(pg_store: Store) -> None:
 def test_tail_never_skips_a_row_that_commits_late(
     pg_store: Store, pg_engine: sa.Engine, run_id: str
 ) -> None:
-    """Row A takes the lower sequence number but commits after row B. A tailer asking
-    for what follows the last row it saw waits for A, then returns A and B."""
+    """Row A is written in a caller's open transaction. Another writer waits for it
+    (the Merkle log's head row is locked until A commits, so leaf indexes follow commit
+    order), and a tailer asking for what follows the last row it saw waits for A, then
+    returns A and B."""
     sink = pg_store.open()
     first = action(run_id, "c0")
     sink.commit_action(first)
     late, quick = action(run_id, "late"), action(run_id, "quick")
     conn = pg_engine.connect()
     PostgresSink(conn, schema=pg_store.schema).commit_action(late)  # open transaction
-    sink.commit_action(quick)  # commits first, with the higher number
+    writer = threading.Thread(target=lambda: sink.commit_action(quick))
+    writer.start()
     seen: list[str] = []
     tailer = threading.Thread(
         target=lambda: seen.extend(e.call_id for e in sink.events(after=first.event_id))
     )
     tailer.start()
     time.sleep(0.3)
-    assert tailer.is_alive() and seen == []  # it waits for the transaction in flight
+    assert writer.is_alive()  # it waits for the transaction in flight
+    assert tailer.is_alive() and seen == []  # so does the tailer
     conn.commit()
     conn.close()
+    writer.join(timeout=30)
     tailer.join(timeout=30)
-    assert seen == ["late", "quick"]
+    assert seen in (["late"], ["late", "quick"])
+    assert [e.call_id for e in sink.events(after=first.event_id)] == ["late", "quick"]
     seqs = pg_store.sql("SELECT call_id FROM {p}events WHERE run_id = :r ORDER BY seq", r=run_id)
     assert [s for (s,) in seqs] == ["c0", "late", "quick"]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ledger import CorruptRecord, SchemaVersionError
+from ledger.integrity.verify import verify_ledger
 from ledger.sinks import SQLiteSink, open_sink
 from ledger.sinks.sql import COLUMNS, event_row
 
@@ -41,6 +42,22 @@ def _integrity(path: Path) -> str:
         conn.close()
 
 
+def _assert_tree_verifies(sink: SQLiteSink, path: Path, when: str) -> None:
+    """After a kill: no leaf without its event, no event without its leaf, dense leaf
+    indexes in commit order, and the stored head is the root of exactly those rows."""
+    result = verify_ledger(sink, None)
+    assert result.ok, f"{when}: {[f.message for f in result.errors]}"
+    conn = sqlite3.connect(path)
+    try:
+        indexes = [r[0] for r in conn.execute("SELECT leaf_index FROM events ORDER BY seq")]
+        leaves = conn.execute("SELECT count(*) FROM tree_nodes WHERE level = 0").fetchone()[0]
+        size = conn.execute("SELECT size FROM tree_head").fetchone()[0]
+    finally:
+        conn.close()
+    assert indexes == list(range(len(indexes))), when
+    assert leaves == size == len(indexes), when
+
+
 @pytest.mark.slow
 def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
@@ -60,6 +77,7 @@ def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
         assert _integrity(path) == "ok"
         with SQLiteSink(path) as sink:
             stored = {str(e.event_id) for e in sink.events()}
+            _assert_tree_verifies(sink, path, f"round {round_}")
         missing = acked - stored
         assert not missing, f"round {round_}: acknowledged but lost: {sorted(missing)[:5]}"
     assert len(acked) > 20
@@ -78,6 +96,7 @@ def test_four_processes_share_one_file(tmp_path: Path) -> None:
     with SQLiteSink(path) as sink:
         for k in range(4):
             assert len(sink.chain(f"proc-{k}").actions) == 500
+        _assert_tree_verifies(sink, path, "four processes")
     assert _integrity(path) == "ok"
 
 

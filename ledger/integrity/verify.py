@@ -1,0 +1,696 @@
+"""Verify a whole ledger: recompute every leaf, rebuild the tree, check the checkpoints.
+
+    >>> result = verify_ledger(sink, [Verifier.from_key(vkey)], [note_text])  # doctest: +SKIP
+    >>> result.ok, [f.kind for f in result.findings]                          # doctest: +SKIP
+    (False, ['changed'])
+
+The rows come from a :class:`LeafSource`: the SQL sinks are one (their stored bytes, leaf
+indexes, stored tree head and nodes, and stored checkpoints), :class:`JSONLLeaves` is one
+over the lines of a JSONL file (leaf ``i`` = line ``i + 1``'s bytes without its newline;
+no stored tree, so only checkpoints given by the caller are checked).
+
+One pass in commit order recomputes each leaf ``SHA-256(0x00 || bytes)`` and folds it
+into the compact range, keeping the root at every checkpoint's size and the few nodes
+the consistency proofs between checkpoints need (memory O(log n + checkpoints)). What it
+finds, each a :class:`Finding` naming the row where it can:
+
+==============  =======================================================================
+``changed``     a row's bytes differ from the leaf committed for it (content hash
+                rewritten or not)
+``deleted``     leaf indexes with no row (a gap), or a stored leaf without its row
+``reordered``   rows out of leaf order, or a row holding the bytes of another leaf
+``inserted``    a row without a leaf index (written around the ledger), or a leaf index
+                used twice
+``truncated``   the tree is smaller than a checkpoint (rows cut off, an old backup)
+``mismatch``    the rows do not lead to a checkpoint's root
+``fork``        two checkpoints that are not consistent (one size, two roots; or no
+                consistency proof between them)
+``unknown-key`` a checkpoint no trusted key signed
+``bad-checkpoint`` a malformed checkpoint, a failed signature, another log's origin
+``head``        the stored tree head does not match the rows (tree tables changed)
+``uncovered``   (warning) rows after the last checkpoint; ``no-checkpoint`` (warning)
+==============  =======================================================================
+
+``result.ok`` is True when no finding is an error (warnings do not fail it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ledger.errors import IntegrityError, LedgerError, StorageError
+from ledger.integrity._keytext import b64encode
+from ledger.integrity.checkpoint import Checkpoint, TreeHead, parse_checkpoint_body
+from ledger.integrity.merkle import (
+    EMPTY_ROOT,
+    Frontier,
+    consistency_nodes,
+    consistency_path,
+    leaf_hash,
+    subtree_from_nodes,
+    verify_consistency,
+)
+from ledger.integrity.note import NoteVerifier, open_note, parse_signatures
+
+__all__ = [
+    "Finding",
+    "FindingKind",
+    "JSONLLeaves",
+    "LeafRow",
+    "LeafSource",
+    "VerifyResult",
+    "verify_ledger",
+]
+
+_PROGRESS_EVERY = 20000
+_MAX_NAMED = 1000  # row findings named one by one; beyond, one summary finding
+
+
+class FindingKind(StrEnum):
+    """What :func:`verify_ledger` can find."""
+
+    CHANGED = "changed"
+    DELETED = "deleted"
+    REORDERED = "reordered"
+    INSERTED = "inserted"
+    TRUNCATED = "truncated"
+    MISMATCH = "mismatch"
+    FORK = "fork"
+    UNKNOWN_KEY = "unknown-key"
+    BAD_CHECKPOINT = "bad-checkpoint"
+    HEAD = "head"
+    UNCOVERED = "uncovered"
+    NO_CHECKPOINT = "no-checkpoint"
+    UNREADABLE = "unreadable"
+
+
+_WARNINGS = frozenset({FindingKind.UNCOVERED, FindingKind.NO_CHECKPOINT})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One thing verification found; ``severity`` is ``"error"`` or ``"warning"``."""
+
+    kind: FindingKind
+    message: str
+    seq: int | None = None
+    event_id: str | None = None
+    leaf_index: int | None = None
+    checkpoint_size: int | None = None
+
+    @property
+    def severity(self) -> str:
+        """``"warning"`` for rows not yet covered, ``"error"`` for everything else."""
+        return "warning" if self.kind in _WARNINGS else "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names for ``--json``."""
+        out: dict[str, Any] = {
+            "kind": str(self.kind),
+            "severity": self.severity,
+            "message": self.message,
+        }
+        for name in ("seq", "event_id", "leaf_index", "checkpoint_size"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyResult:
+    """The outcome of :func:`verify_ledger`."""
+
+    origin: str | None
+    size: int
+    root: bytes
+    rows: int
+    checkpoints_verified: tuple[int, ...]
+    findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing but warnings was found."""
+        return not any(f.severity == "error" for f in self.findings)
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        """The findings that fail verification."""
+        return tuple(f for f in self.findings if f.severity == "error")
+
+    @property
+    def covered(self) -> int:
+        """The largest checkpoint size that verified (0 when none)."""
+        return max(self.checkpoints_verified, default=0)
+
+    def summary(self) -> str:
+        """One line for people."""
+        if self.ok:
+            signed = (
+                f"; checkpoints verified up to size {self.covered}"
+                if self.checkpoints_verified
+                else "; no checkpoint verified"
+            )
+            return f"verified: {self.size} leaves, root {b64encode(self.root)}{signed}"
+        kinds = sorted({str(f.kind) for f in self.errors})
+        return f"NOT verified: {len(self.errors)} finding(s) ({', '.join(kinds)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names for ``--json``."""
+        return {
+            "ok": self.ok,
+            "origin": self.origin,
+            "size": self.size,
+            "root": b64encode(self.root),
+            "rows": self.rows,
+            "checkpoints_verified": list(self.checkpoints_verified),
+            "covered": self.covered,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeafRow:
+    """One stored row as verification reads it: commit position, id, leaf index (None
+    when the row has none) and the bytes exactly as stored."""
+
+    seq: int
+    event_id: str
+    leaf_index: int | None
+    data: bytes
+
+
+@runtime_checkable
+class LeafSource(Protocol):
+    """Where :func:`verify_ledger` reads a ledger from (the SQL sinks, :class:`JSONLLeaves`)."""
+
+    def leaf_rows(self) -> Iterator[LeafRow]:
+        """Every row in commit order."""
+        ...
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        """``(origin, head)`` as stored; None when the source keeps none."""
+        ...
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        """The stored leaf hashes ``(index, hash)``; empty when the source keeps none."""
+        ...
+
+    def checkpoint_notes(self) -> list[str]:
+        """The checkpoints the source stores (unverified note texts)."""
+        ...
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        """A consistency proof from stored nodes, or None."""
+        ...
+
+    def count_rows(self) -> int:
+        """How many rows :meth:`leaf_rows` will yield (for progress)."""
+        ...
+
+
+class JSONLLeaves:
+    """A JSONL file as a :class:`LeafSource`: leaf ``i`` is line ``i + 1``'s bytes
+    without its newline (a last line without a newline is a leaf too).
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "l.jsonl")
+    >>> _ = open(path, "wb").write(b'{"a":1}\\n{"b":2}\\n')
+    >>> [r.data for r in JSONLLeaves(path).leaf_rows()]
+    [b'{"a":1}', b'{"b":2}']
+    """
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _lines(self) -> Iterator[bytes]:
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below, lines streamed
+        except OSError as exc:
+            raise StorageError(
+                f"cannot read the JSONL ledger {self.path}: {exc.strerror}"
+            ) from None
+        with f:
+            for line in f:
+                yield line[:-1] if line.endswith(b"\n") else line
+
+    def leaf_rows(self) -> Iterator[LeafRow]:
+        """Each line, numbered from 1 (``seq``) and 0 (``leaf_index``)."""
+        for i, data in enumerate(self._lines()):
+            event_id = (
+                data[13:39].decode("ascii", "replace") if data.startswith(b'{"event_id":"') else ""
+            )
+            yield LeafRow(seq=i + 1, event_id=event_id, leaf_index=i, data=data)
+
+    def leaves(self) -> Iterator[bytes]:
+        """Each line's bytes, in order."""
+        return self._lines()
+
+    def origin_guess(self) -> str | None:
+        """``agentledger/<first event id>``: the identity a JSONL log has without a
+        place to store one (its first event is fixed when the file is created)."""
+        for row in self.leaf_rows():
+            return f"agentledger/{row.event_id}" if len(row.event_id) == 26 else None
+        return None
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        """A JSONL file stores no tree head."""
+        return None
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        """A JSONL file stores no leaf hashes."""
+        return iter(())
+
+    def checkpoint_notes(self) -> list[str]:
+        """A JSONL file stores no checkpoints: give them to :func:`verify_ledger`."""
+        return []
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        """No stored nodes."""
+        return None
+
+    def count_rows(self) -> int:
+        """The number of lines."""
+        return sum(1 for _ in self._lines())
+
+
+@dataclass(slots=True)
+class _Given:
+    label: str
+    note: str
+
+
+@dataclass(slots=True)
+class _Valid:
+    label: str
+    cp: Checkpoint
+
+
+def _check_notes(
+    given: Sequence[_Given], verifiers: Sequence[NoteVerifier] | None, findings: list[Finding]
+) -> list[_Valid]:
+    """Parse and verify each checkpoint; a finding for each that fails."""
+    known = None if verifiers is None else {(v.name, v.key_id) for v in verifiers}
+    valid: list[_Valid] = []
+    for g in given:
+        try:
+            body, sigs = parse_signatures(g.note)
+            parsed = parse_checkpoint_body(body)
+        except IntegrityError as exc:
+            findings.append(Finding(kind=FindingKind.BAD_CHECKPOINT, message=f"{g.label}: {exc}"))
+            continue
+        if known is None:  # signatures not checked (no keys given): roots still compared
+            cp = Checkpoint(
+                origin=parsed.origin,
+                size=parsed.size,
+                root=parsed.root,
+                text=g.note,
+                signers=(),
+                extensions=parsed.extensions,
+            )
+            valid.append(_Valid(g.label, cp))
+            continue
+        if not any((s.name, s.key_id) in known for s in sigs):
+            names = ", ".join(sorted({s.name for s in sigs})) or "nobody"
+            findings.append(
+                Finding(
+                    kind=FindingKind.UNKNOWN_KEY,
+                    message=f"{g.label} (size {parsed.size}) is signed by no trusted key "
+                    f"(signed by: {names}); give the log's key with --vkey",
+                    checkpoint_size=parsed.size,
+                )
+            )
+            continue
+        try:
+            open_note(g.note, verifiers or ())
+        except IntegrityError as exc:
+            findings.append(
+                Finding(
+                    kind=FindingKind.BAD_CHECKPOINT,
+                    message=f"{g.label} (size {parsed.size}): {exc}",
+                    checkpoint_size=parsed.size,
+                )
+            )
+            continue
+        valid.append(_Valid(g.label, Checkpoint.parse(g.note, verifiers or ())))
+    return valid
+
+
+def verify_ledger(
+    source: LeafSource,
+    verifiers: Iterable[NoteVerifier] | None,
+    checkpoints: Iterable[str] = (),
+    *,
+    labels: Sequence[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+    origin: str | None = None,
+) -> VerifyResult:
+    """Verify every row of ``source`` against its stored tree and the checkpoints.
+
+    ``verifiers`` are the trusted log keys; ``None`` checks no signature (the roots of
+    the stored checkpoints are still compared, e.g. for a report run without keys).
+    ``checkpoints`` are signed notes from outside the ledger (``labels`` names them in
+    findings, e.g. their file names); the source's stored checkpoints are checked too.
+    ``origin`` is the expected log identity (default: the source's stored origin).
+    ``progress(rows_done)`` is called now and then. Raises nothing for what it finds:
+    each problem is a :class:`Finding`; a source that cannot be read raises
+    ``StorageError``.
+    """
+    keys = None if verifiers is None else list(verifiers)
+    findings: list[Finding] = []
+    notes = list(checkpoints)
+    names = (
+        list(labels) if labels is not None else [f"checkpoint #{i + 1}" for i in range(len(notes))]
+    )
+    given = [_Given(label, note) for label, note in zip(names, notes, strict=True)]
+    given += [
+        _Given(f"stored checkpoint #{i + 1}", n) for i, n in enumerate(source.checkpoint_notes())
+    ]
+    valid = _check_notes(given, keys, findings)
+    stored = source.stored_head()
+    log_origin = origin or (stored[0] if stored else None)
+    if log_origin is None and valid:
+        log_origin = valid[0].cp.origin
+    kept: list[_Valid] = []
+    for v in valid:
+        if log_origin is not None and v.cp.origin != log_origin:
+            findings.append(
+                Finding(
+                    kind=FindingKind.BAD_CHECKPOINT,
+                    message=f"{v.label} is for the log {v.cp.origin!r}, not this ledger "
+                    f"({log_origin!r})",
+                    checkpoint_size=v.cp.size,
+                )
+            )
+        else:
+            kept.append(v)
+    heads = _distinct_heads(kept, findings)
+    sizes = sorted(heads)
+    pairs = list(itertools.pairwise(sizes))
+    wanted: set[tuple[int, int]] = set()
+    for a, b in pairs:
+        wanted.update(consistency_nodes(a, b))
+    want_roots = set(sizes)
+    if stored is not None:
+        want_roots.add(stored[1].size)
+
+    scan = _scan(source, want_roots, wanted, findings, progress)
+    n = scan.frontier.size
+    root = scan.frontier.root()
+    verified: list[int] = []
+    suspicious = False
+    for size in sizes:
+        cp = heads[size]
+        if size > max(n, scan.highest):
+            suspicious = True
+            findings.append(
+                Finding(
+                    kind=FindingKind.TRUNCATED,
+                    message=f"the ledger has {n} leaves but checkpoint {size} was signed: "
+                    f"{size - n} or more rows were cut off the end, or an old backup was "
+                    "restored",
+                    checkpoint_size=size,
+                )
+            )
+        elif size > n or scan.roots.get(size) != cp.root:
+            suspicious = True
+            findings.append(
+                Finding(
+                    kind=FindingKind.MISMATCH,
+                    message=f"the first {size} rows do not lead to checkpoint {size}'s root: "
+                    f"a row among them was changed, deleted, reordered or inserted",
+                    checkpoint_size=size,
+                )
+            )
+        else:
+            verified.append(size)
+    for a, b in pairs:
+        if not _consistent(heads[a], heads[b], scan, n, source):
+            findings.append(
+                Finding(
+                    kind=FindingKind.FORK,
+                    message=f"checkpoints {a} and {b} are not consistent: they show two "
+                    "different histories of the log (a fork)",
+                    checkpoint_size=b,
+                )
+            )
+    if stored is not None:
+        head = stored[1]
+        if head.size != n or scan.roots.get(head.size) != head.root:
+            suspicious = True
+            findings.append(
+                Finding(
+                    kind=FindingKind.HEAD,
+                    message=f"the stored tree head (size {head.size}) does not match the "
+                    f"rows ({n} leaves): rows or tree tables were changed outside the ledger",
+                )
+            )
+    if suspicious or scan.row_findings:
+        _localize(source, findings)
+    if not any(f.severity == "error" for f in findings):
+        covered = max(verified, default=0)
+        if not verified and n:
+            findings.append(
+                Finding(
+                    kind=FindingKind.NO_CHECKPOINT,
+                    message=f"no checkpoint covers the ledger: its {n} rows are consistent "
+                    "with the stored tree but nothing signed them; run `ledger checkpoint`",
+                )
+            )
+        elif covered < n:
+            findings.append(
+                Finding(
+                    kind=FindingKind.UNCOVERED,
+                    message=f"rows at leaf indexes {covered}..{n - 1} ({n - covered}) are "
+                    "not yet covered by any checkpoint",
+                    leaf_index=covered,
+                )
+            )
+    return VerifyResult(
+        origin=log_origin,
+        size=n,
+        root=root,
+        rows=scan.rows,
+        checkpoints_verified=tuple(verified),
+        findings=tuple(findings),
+    )
+
+
+def _distinct_heads(kept: list[_Valid], findings: list[Finding]) -> dict[int, Checkpoint]:
+    heads: dict[int, Checkpoint] = {}
+    for v in kept:
+        other = heads.get(v.cp.size)
+        if other is None:
+            heads[v.cp.size] = v.cp
+        elif other.root != v.cp.root:
+            findings.append(
+                Finding(
+                    kind=FindingKind.FORK,
+                    message=f"two checkpoints of size {v.cp.size} with different roots "
+                    f"({v.label} and another): the log showed two histories",
+                    checkpoint_size=v.cp.size,
+                )
+            )
+    return heads
+
+
+@dataclass(slots=True)
+class _Scan:
+    frontier: Frontier
+    roots: dict[int, bytes]
+    nodes: dict[tuple[int, int], bytes]
+    rows: int = 0
+    row_findings: bool = False
+    highest: int = 0  # one past the largest leaf index seen
+
+
+def _scan(
+    source: LeafSource,
+    want_roots: set[int],
+    wanted: set[tuple[int, int]],
+    findings: list[Finding],
+    progress: Callable[[int], None] | None,
+) -> _Scan:
+    """The one pass over the rows."""
+    frontier = Frontier()
+    scan = _Scan(frontier=frontier, roots={}, nodes={})
+    if 0 in want_roots:
+        scan.roots[0] = EMPTY_ROOT
+    pending = sorted(s for s in want_roots if s > 0)
+    next_root = pending.pop(0) if pending else -1
+    named = 0
+    push, append = frontier.push, frontier.append
+    rows = 0
+    expected = 0  # the leaf index the next row should have
+    try:
+        for row in source.leaf_rows():
+            rows += 1
+            if progress is not None and rows % _PROGRESS_EVERY == 0:
+                progress(rows)
+            index = row.leaf_index
+            if index != expected:
+                if named < _MAX_NAMED:
+                    findings.append(_index_finding(row, expected))
+                    named += 1
+                scan.row_findings = True
+                if index is None:
+                    continue  # a row the ledger never committed is left out of the tree
+            expected = index + 1
+            if index >= scan.highest:
+                scan.highest = index + 1
+            h = leaf_hash(row.data)
+            if wanted:
+                for level, idx, node in append(h):
+                    if (level, idx) in wanted:
+                        scan.nodes[(level, idx)] = node
+            else:
+                push(h)
+            if frontier.size == next_root:
+                scan.roots[next_root] = frontier.root()
+                next_root = pending.pop(0) if pending else -1
+    except LedgerError:
+        raise
+    if named >= _MAX_NAMED:
+        findings.append(
+            Finding(
+                kind=FindingKind.UNREADABLE,
+                message=f"more than {_MAX_NAMED} rows are out of place; only the first "
+                f"{_MAX_NAMED} are named",
+            )
+        )
+    scan.rows = rows
+    if progress is not None:
+        progress(rows)
+    return scan
+
+
+def _index_finding(row: LeafRow, expected: int) -> Finding:
+    where = f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+    index = row.leaf_index
+    if index is None:
+        return Finding(
+            kind=FindingKind.INSERTED,
+            message=f"{where} has no leaf index: it was inserted outside the ledger",
+            seq=row.seq,
+            event_id=row.event_id or None,
+        )
+    if index > expected:
+        gap = index - expected
+        span = f"leaf {expected}" if gap == 1 else f"leaves {expected}..{index - 1}"
+        return Finding(
+            kind=FindingKind.DELETED,
+            message=f"{span} ({gap} row(s)) missing before {where}: deleted",
+            seq=row.seq,
+            event_id=row.event_id or None,
+            leaf_index=expected,
+        )
+    return Finding(
+        kind=FindingKind.REORDERED,
+        message=f"{where} is leaf {index} but comes after leaf {expected - 1}: rows were "
+        "reordered, or a leaf index was reused by an inserted row",
+        seq=row.seq,
+        event_id=row.event_id or None,
+        leaf_index=index,
+    )
+
+
+def _consistent(a: Checkpoint, b: Checkpoint, scan: _Scan, n: int, source: LeafSource) -> bool:
+    """True when some consistency proof (from the rows, else the stored nodes) links
+    ``a`` to ``b``."""
+    proofs: list[Sequence[bytes]] = []
+    if b.size <= n:
+        with contextlib.suppress(KeyError):  # a node the scan did not reach
+            proofs.append(consistency_path(a.size, b.size, _NodeDict(scan.nodes)))
+    stored = source.stored_consistency_proof(a.size, b.size)
+    if stored is not None:
+        proofs.append(stored)
+    if not proofs:
+        return True  # nothing to judge by: the truncation finding covers it
+    for proof in proofs:
+        try:
+            verify_consistency(a.size, b.size, a.root, b.root, proof)
+            return True
+        except IntegrityError:
+            continue
+    return False
+
+
+class _NodeDict:
+    """Subtree hashes from the nodes captured during the scan."""
+
+    __slots__ = ("_nodes",)
+
+    def __init__(self, nodes: dict[tuple[int, int], bytes]) -> None:
+        self._nodes = nodes
+
+    def subtree(self, start: int, end: int) -> bytes:
+        return subtree_from_nodes(start, end, lambda level, idx: self._nodes[(level, idx)])
+
+
+def _localize(source: LeafSource, findings: list[Finding]) -> None:
+    """Second pass, only when something is wrong: compare each row's leaf with the leaf
+    stored when it was committed, to name changed, moved and deleted rows."""
+    stored = dict(source.stored_leaf_hashes())
+    if not stored:
+        return
+    where_is = {h: i for i, h in stored.items()}
+    seen: set[int] = set()
+    named = 0
+    for row in source.leaf_rows():
+        index = row.leaf_index
+        if index is None:
+            continue
+        seen.add(index)
+        h = leaf_hash(row.data)
+        committed = stored.get(index)
+        if committed == h or named >= _MAX_NAMED:
+            continue
+        where = f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+        other = where_is.get(h)
+        if committed is None:
+            finding = Finding(
+                kind=FindingKind.INSERTED,
+                message=f"{where} claims leaf {index}, which the ledger never committed: "
+                "it was inserted outside the ledger",
+                seq=row.seq,
+                event_id=row.event_id or None,
+                leaf_index=index,
+            )
+        elif other is not None and other != index:
+            finding = Finding(
+                kind=FindingKind.REORDERED,
+                message=f"{where} at leaf {index} holds the bytes committed as leaf {other}: "
+                "rows were reordered, or renumbered after a deletion",
+                seq=row.seq,
+                event_id=row.event_id or None,
+                leaf_index=index,
+            )
+        else:
+            finding = Finding(
+                kind=FindingKind.CHANGED,
+                message=f"{where}: its bytes changed after it was committed as leaf {index} "
+                "(whatever its content hash says)",
+                seq=row.seq,
+                event_id=row.event_id or None,
+                leaf_index=index,
+            )
+        findings.append(finding)
+        named += 1
+    missing = sorted(set(stored) - seen)
+    if missing and not any(f.kind is FindingKind.DELETED for f in findings):
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        findings.append(
+            Finding(
+                kind=FindingKind.DELETED,
+                message=f"{len(missing)} committed leaf/leaves have no row (deleted): {shown}",
+                leaf_index=missing[0],
+            )
+        )

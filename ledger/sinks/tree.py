@@ -1,0 +1,532 @@
+"""The Merkle log under the SQL sinks: storage, the write-path step, proofs, checkpoints.
+
+Every event a SQL sink stores is a leaf of one RFC 9162 tree per database (per schema
+on PostgreSQL), in commit order, leaf ``i`` being ``SHA-256(0x00 || event JSON bytes
+exactly as stored)``. Three tables beside ``events`` (revision ``0002_merkle_log``)::
+
+    events.leaf_index       bigint, unique    the event's leaf index (dense: 0, 1, 2, ...)
+    tree_nodes              (level, idx) -> hash of every complete aligned subtree
+                            (leaves [idx * 2**level, (idx + 1) * 2**level)), each once
+    tree_head               one row: origin (fixed at creation), size, root
+    tree_checkpoints        size -> root, the signed note, creation time (microseconds)
+
+The write path (:class:`TreeAppender`) runs inside the transaction that inserts the
+events: it reads the head (under the writers' lock: SQLite's ``BEGIN IMMEDIATE``, a
+``SELECT ... FOR UPDATE`` of the head row on PostgreSQL), numbers the new rows from the
+head's size, and writes the nodes they complete and the new head, so a commit either
+holds the events, their leaves and the head, or none of them. A batch of the group
+commit is one tree update. The appender caches the compact range (the ``popcount(n)``
+subtrees covering the tree) keyed by ``(size, root)``: when another writer moved the
+head, the range is rebuilt from ``popcount(size)`` stored nodes in one query.
+
+Proofs and roots read O(log n) stored nodes in one query (:class:`TreeReading`): the
+``(level, idx)`` keys come from :func:`~ledger.integrity.merkle.inclusion_nodes` and
+friends. ``TreeReading`` also hands the rows to :func:`ledger.integrity.verify_ledger`
+(the :class:`~ledger.integrity.verify.LeafSource` protocol).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import sqlalchemy as sa
+from ulid import ULID
+
+from ledger.errors import EventNotFound, IntegrityError, StorageError, ValidationError
+from ledger.ids import coerce_event_id
+from ledger.integrity.checkpoint import Checkpoint, InclusionProof, TreeHead, parse_checkpoint_body
+from ledger.integrity.merkle import (
+    Frontier,
+    Node,
+    NodeHashes,
+    consistency_nodes,
+    consistency_path,
+    inclusion_nodes,
+    inclusion_path,
+    leaf_hash,
+    root_from_nodes,
+    root_nodes,
+)
+from ledger.integrity.note import NoteSigner, NoteVerifier, add_signature_lines, parse_signatures
+from ledger.integrity.verify import LeafRow
+
+__all__ = [
+    "LEAF_COLUMN",
+    "TreeAppender",
+    "TreeReading",
+    "TreeTables",
+    "node_key_chunks",
+]
+
+log = logging.getLogger(__name__)
+
+LEAF_COLUMN = "leaf_index"
+_KEYS_PER_QUERY = 400  # (level, idx) pairs per IN list
+
+
+class TreeTables:
+    """The tree's tables as Core metadata (in ``schema`` when given)."""
+
+    __slots__ = ("checkpoints", "head", "nodes")
+
+    def __init__(self, schema: str | None = None) -> None:
+        md = sa.MetaData(schema=schema)
+        self.nodes = sa.Table(
+            "tree_nodes",
+            md,
+            sa.Column("level", sa.SmallInteger(), primary_key=True),
+            sa.Column("idx", sa.BigInteger(), primary_key=True),
+            sa.Column("hash", sa.LargeBinary(), nullable=False),
+        )
+        self.head = sa.Table(
+            "tree_head",
+            md,
+            sa.Column("id", sa.Integer(), primary_key=True),
+            sa.Column("origin", sa.Text(), nullable=False),
+            sa.Column("size", sa.BigInteger(), nullable=False),
+            sa.Column("root", sa.LargeBinary(), nullable=False),
+        )
+        self.checkpoints = sa.Table(
+            "tree_checkpoints",
+            md,
+            sa.Column("size", sa.BigInteger(), primary_key=True),
+            sa.Column("root", sa.LargeBinary(), nullable=False),
+            sa.Column("note", sa.Text(), nullable=False),
+            sa.Column("created_us", sa.BigInteger(), nullable=False),
+        )
+
+
+def node_key_chunks(keys: Sequence[tuple[int, int]]) -> Iterator[Sequence[tuple[int, int]]]:
+    """``keys`` in slices small enough for one ``IN`` list."""
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
+        yield keys[start : start + _KEYS_PER_QUERY]
+
+
+def fetch_nodes(
+    conn: sa.Connection, tables: TreeTables, keys: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], bytes]:
+    """The stored hashes of the nodes ``keys``, in one query per 400 keys."""
+    t = tables.nodes
+    found: dict[tuple[int, int], bytes] = {}
+    for part in node_key_chunks(list(dict.fromkeys(keys))):
+        query = sa.select(t.c.level, t.c.idx, t.c.hash).where(
+            sa.tuple_(t.c.level, t.c.idx).in_(list(part))
+        )
+        for level, idx, h in conn.execute(query):
+            found[(int(level), int(idx))] = bytes(h)
+    return found
+
+
+def _lookup(found: dict[tuple[int, int], bytes]) -> Any:
+    def node(level: int, index: int) -> bytes:
+        try:
+            return found[(level, index)]
+        except KeyError:
+            raise IntegrityError(
+                f"the stored tree has no node at level {level}, index {index}: the "
+                "tree_nodes table was changed outside the ledger; run `ledger verify`"
+            ) from None
+
+    return node
+
+
+class TreeAppender:
+    """The write-path step of one sink: number new rows and compute the tree update.
+
+    Not thread-safe by itself: a sink calls it from its single committing thread (the
+    group commit's leader) inside the write transaction.
+    """
+
+    __slots__ = ("_frontier", "_key")
+
+    def __init__(self) -> None:
+        self._frontier: Frontier | None = None
+        self._key: tuple[int, bytes] | None = None
+
+    def begin(self, size: int, root: bytes, fetch: Any) -> Frontier:
+        """The compact range of the committed head ``(size, root)``: the cached one when
+        it is that head, else rebuilt from stored nodes (``fetch(keys) -> {key: hash}``)."""
+        if self._frontier is not None and self._key == (size, root):
+            return self._frontier
+        keys = root_nodes(size)
+        found = fetch(keys) if keys else {}
+        frontier = Frontier.from_nodes(size, _lookup(found))
+        if frontier.root() != root:
+            raise IntegrityError(
+                f"the stored tree head (size {size}) does not match its stored nodes: the "
+                "tree tables were changed outside the ledger; nothing was written. Run "
+                "`ledger verify` and restore the database from a backup"
+            )
+        self._frontier, self._key = frontier, None
+        return frontier
+
+    def forget(self) -> None:
+        """Drop the cache (after a failed transaction the frontier may be ahead)."""
+        self._frontier, self._key = None, None
+
+    def committed(self, frontier: Frontier, root: bytes) -> None:
+        """Remember ``frontier`` as the committed head with ``root``."""
+        self._frontier, self._key = frontier, (frontier.size, root)
+
+
+def append_leaves(frontier: Frontier, data: Iterable[bytes], nodes: list[Node]) -> None:
+    """Append the leaves of ``data`` to ``frontier``, collecting the nodes they create."""
+    extend = nodes.extend
+    append = frontier.append
+    for d in data:
+        extend(append(leaf_hash(d)))
+
+
+def _size_arg(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{what}: expected an integer tree size, got {value!r}")
+    return value
+
+
+class TreeReading:
+    """Mixin for the SQL sinks: the log's origin, head, proofs and checkpoints.
+
+    The sink provides ``_reading()`` (a connection for reads), ``_tree_writing()`` (a
+    connection inside a write transaction holding the writers' lock, committed when the
+    block ends) and ``_trees`` (:class:`TreeTables`), ``_table`` (events).
+    """
+
+    _trees: TreeTables
+    _table: sa.Table
+
+    def _reading(self) -> AbstractContextManager[sa.Connection]:
+        raise NotImplementedError
+
+    def _tree_writing(self) -> AbstractContextManager[sa.Connection]:
+        raise NotImplementedError
+
+    # --- the head -------------------------------------------------------------------
+
+    def _head_row(self, conn: sa.Connection) -> tuple[str, int, bytes]:
+        h = self._trees.head
+        row = conn.execute(sa.select(h.c.origin, h.c.size, h.c.root).where(h.c.id == 1)).first()
+        if row is None:
+            raise IntegrityError(
+                "the ledger has no tree head (the tree_head row was deleted outside the "
+                "ledger); run `ledger verify` and restore the database from a backup"
+            )
+        return str(row[0]), int(row[1]), bytes(row[2])
+
+    @property
+    def origin(self) -> str:
+        """The log identity (``agentledger/<ULID>``), fixed when the ledger was created.
+
+        >>> sink.origin                                   # doctest: +SKIP
+        'agentledger/01JDX0S1ZQ9T4W8M3V6K2N7B5C'
+        """
+        with self._reading() as conn:
+            return self._head_row(conn)[0]
+
+    def tree_head(self) -> TreeHead:
+        """The current size and root of the log (every committed event is in it).
+
+        >>> sink.tree_head().size                         # doctest: +SKIP
+        42
+        """
+        with self._reading() as conn:
+            _, size, root = self._head_row(conn)
+        return TreeHead(size=size, root=root)
+
+    def leaf_index(self, event_id: ULID | str) -> int:
+        """The leaf index of the stored event ``event_id`` (``EventNotFound`` if none)."""
+        return self._leaf(event_id)[0]
+
+    def _leaf(self, event_id: ULID | str) -> tuple[int, bytes]:
+        key = str(coerce_event_id(event_id))
+        t = self._table
+        with self._reading() as conn:
+            text = _stored_json(t, conn)
+            row = conn.execute(sa.select(t.c.leaf_index, text).where(t.c.event_id == key)).first()
+        if row is None:
+            raise EventNotFound(f"no event with id {key} is stored")
+        if row[0] is None:
+            raise IntegrityError(
+                f"event {key} has no leaf index: its row was inserted outside the ledger"
+            )
+        return int(row[0]), _as_bytes(row[1])
+
+    # --- proofs ---------------------------------------------------------------------
+
+    def _size_in_range(self, conn: sa.Connection, size: int | None, what: str) -> int:
+        current = self._head_row(conn)[1]
+        if size is None:
+            return current
+        size = _size_arg(size, what)
+        if not 0 <= size <= current:
+            raise ValidationError(f"{what} {size} is not between 0 and the tree size {current}")
+        return size
+
+    def inclusion_proof(self, event_id: ULID | str, tree_size: int | None = None) -> InclusionProof:
+        """The RFC 9162 inclusion proof of the event in the tree of ``tree_size`` leaves
+        (default: the current head), read from at most ``2·log2(n)`` stored nodes.
+
+        The leaf hash is recomputed from the event's stored bytes, so a proof of a
+        changed row fails to verify.
+
+        >>> proof = sink.inclusion_proof(event.event_id)  # doctest: +SKIP
+        >>> proof.verify(sink.tree_head().root)           # doctest: +SKIP
+        """
+        index, data = self._leaf(event_id)
+        with self._reading() as conn:
+            size = self._size_in_range(conn, tree_size, "tree_size")
+            if index >= size:
+                raise ValidationError(
+                    f"event {event_id} is leaf {index}, not in a tree of size {size}; "
+                    "give a larger tree_size"
+                )
+            found = fetch_nodes(conn, self._trees, inclusion_nodes(index, size))
+        hashes = inclusion_path(index, size, NodeHashes(_lookup(found)))
+        return InclusionProof(
+            leaf_index=index, tree_size=size, leaf_hash=leaf_hash(data), hashes=tuple(hashes)
+        )
+
+    def consistency_proof(self, old_size: int, new_size: int | None = None) -> tuple[bytes, ...]:
+        """The RFC 9162 consistency proof from the tree of ``old_size`` leaves to the tree
+        of ``new_size`` (default: the current head).
+
+        >>> proof = sink.consistency_proof(10)            # doctest: +SKIP
+        """
+        old_size = _size_arg(old_size, "old_size")
+        with self._reading() as conn:
+            new = self._size_in_range(conn, new_size, "new_size")
+            if not 0 <= old_size <= new:
+                raise ValidationError(
+                    f"old_size {old_size} is not between 0 and the new size {new}"
+                )
+            found = fetch_nodes(conn, self._trees, consistency_nodes(old_size, new))
+        return tuple(consistency_path(old_size, new, NodeHashes(_lookup(found))))
+
+    def tree_root(self, size: int) -> bytes:
+        """The root of the first ``size`` leaves, from ``popcount(size)`` stored nodes."""
+        with self._reading() as conn:
+            size = self._size_in_range(conn, size, "size")
+            found = fetch_nodes(conn, self._trees, root_nodes(size))
+        return root_from_nodes(size, _lookup(found))
+
+    # --- checkpoints ----------------------------------------------------------------
+
+    def checkpoint(self, signer: NoteSigner) -> Checkpoint:
+        """Sign the current tree head as a C2SP checkpoint, store it, and return it.
+
+        Refuses (``IntegrityError``, nothing stored) to sign a head smaller than a stored
+        checkpoint, a head of a stored checkpoint's size with another root, or a tree
+        whose stored nodes no longer lead to the last checkpoint's root: the ledger never
+        signs two histories. Signing the same head again adds the signer's signature to
+        the stored note (or returns it as it is when that key already signed).
+
+        >>> cp = sink.checkpoint(Signer.from_key(key_text))   # doctest: +SKIP
+        >>> print(cp.text)                                    # doctest: +SKIP
+        """
+        c = self._trees.checkpoints
+        with self._tree_writing() as conn:
+            origin, size, root = self._head_row(conn)
+            last = conn.execute(
+                sa.select(c.c.size, c.c.root, c.c.note).order_by(c.c.size.desc()).limit(1)
+            ).first()
+            found = fetch_nodes(conn, self._trees, root_nodes(size))
+            if root_from_nodes(size, _lookup(found)) != root:
+                raise IntegrityError(
+                    f"the stored tree head (size {size}) does not match its stored nodes; "
+                    "not signed. Run `ledger verify`"
+                )
+            if last is not None:
+                last_size, last_root, last_note = int(last[0]), bytes(last[1]), str(last[2])
+                if last_size > size:
+                    raise IntegrityError(
+                        f"the tree has {size} leaves but checkpoint {last_size} was signed "
+                        "before: the ledger was truncated or restored from an old backup; "
+                        "not signed. Run `ledger verify`"
+                    )
+                if last_size == size:
+                    if last_root != root:
+                        raise IntegrityError(
+                            f"checkpoint {size} was signed with another root: the ledger "
+                            "was rewritten; not signed. Run `ledger verify`"
+                        )
+                    return self._sign_again(conn, origin, size, root, last_note, signer)
+                old = fetch_nodes(conn, self._trees, root_nodes(last_size))
+                if root_from_nodes(last_size, _lookup(old)) != last_root:
+                    raise IntegrityError(
+                        f"the stored tree no longer leads to checkpoint {last_size}'s root: "
+                        "the ledger was rewritten; not signed. Run `ledger verify`"
+                    )
+            cp = Checkpoint.sign(origin, TreeHead(size=size, root=root), signer)
+            conn.execute(
+                c.insert().values(
+                    size=size, root=root, note=cp.text, created_us=time.time_ns() // 1000
+                )
+            )
+        return cp
+
+    def _sign_again(
+        self,
+        conn: sa.Connection,
+        origin: str,
+        size: int,
+        root: bytes,
+        note: str,
+        signer: NoteSigner,
+    ) -> Checkpoint:
+        """The stored checkpoint of this head, with ``signer``'s signature added."""
+        _, sigs = parse_signatures(note)
+        if any(s.name == signer.name and s.key_id == signer.key_id for s in sigs):
+            return _unverified(note)
+        line = Checkpoint.sign(origin, TreeHead(size=size, root=root), signer).text
+        merged = add_signature_lines(note, parse_signatures(line)[1][0].line)
+        c = self._trees.checkpoints
+        conn.execute(c.update().where(c.c.size == size).values(note=merged))
+        return _unverified(merged)
+
+    def checkpoints(self, verifiers: Iterable[NoteVerifier] | None = None) -> list[Checkpoint]:
+        """The checkpoints stored in the ledger, smallest first.
+
+        With ``verifiers`` each is verified (:meth:`Checkpoint.parse`; ``IntegrityError``
+        when one fails); without, they are parsed only and ``signers`` is empty: verify
+        before trusting (``ledger verify`` does).
+        """
+        keys = None if verifiers is None else list(verifiers)
+        notes = self.checkpoint_notes()
+        if keys is None:
+            return [_unverified(n) for n in notes]
+        return [Checkpoint.parse(n, keys) for n in notes]
+
+    def checkpoint_notes(self) -> list[str]:
+        """The stored checkpoint notes as text, smallest size first (not verified)."""
+        c = self._trees.checkpoints
+        with self._reading() as conn:
+            return [str(n) for n in conn.execute(sa.select(c.c.note).order_by(c.c.size)).scalars()]
+
+    # --- the LeafSource protocol (ledger.integrity.verify) ---------------------------
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        """``(origin, head)`` as stored, or None when the head row is missing."""
+        try:
+            with self._reading() as conn:
+                origin, size, root = self._head_row(conn)
+        except IntegrityError:
+            return None
+        return origin, TreeHead(size=size, root=root)
+
+    def count_rows(self) -> int:
+        """How many rows ``events`` holds (for a progress bar)."""
+        with self._reading() as conn:
+            return int(
+                conn.execute(sa.select(sa.func.count()).select_from(self._table)).scalar_one()
+            )
+
+    def leaf_rows(self) -> Iterator[LeafRow]:
+        """Every row's ``(seq, event_id, leaf_index, stored bytes)`` in ``seq`` order,
+        streamed in pages of 5,000 (no connection held between pages)."""
+        t = self._table
+        cursor = -(1 << 62)
+        while True:
+            with self._reading() as conn:
+                text = _stored_json(t, conn)
+                rows = conn.execute(
+                    sa.select(t.c.seq, t.c.event_id, t.c.leaf_index, text)
+                    .where(t.c.seq > cursor)
+                    .order_by(t.c.seq)
+                    .limit(5000)
+                ).all()
+            for seq, event_id, index, raw in rows:
+                yield LeafRow(
+                    seq=int(seq),
+                    event_id=str(event_id),
+                    leaf_index=None if index is None else int(index),
+                    data=_as_bytes(raw),
+                )
+            if len(rows) < 5000:
+                return
+            cursor = rows[-1][0]
+
+    def run_leaf_rows(self, run_id: str) -> list[LeafRow]:
+        """The rows of run ``run_id`` as stored, in ``seq`` order (for bundles)."""
+        t = self._table
+        with self._reading() as conn:
+            text = _stored_json(t, conn)
+            rows = conn.execute(
+                sa.select(t.c.seq, t.c.event_id, t.c.leaf_index, text)
+                .where(t.c.run_id == run_id)
+                .order_by(t.c.seq)
+            ).all()
+        return [
+            LeafRow(
+                seq=int(seq),
+                event_id=str(event_id),
+                leaf_index=None if index is None else int(index),
+                data=_as_bytes(raw),
+            )
+            for seq, event_id, index, raw in rows
+        ]
+
+    def inclusion_hashes(self, index: int, tree_size: int) -> tuple[bytes, ...]:
+        """The inclusion proof of leaf ``index`` in the tree of ``tree_size`` leaves."""
+        with self._reading() as conn:
+            size = self._size_in_range(conn, tree_size, "tree_size")
+            if not 0 <= index < size:
+                raise ValidationError(f"leaf {index} is not in a tree of size {size}")
+            found = fetch_nodes(conn, self._trees, inclusion_nodes(index, size))
+        return tuple(inclusion_path(index, size, NodeHashes(_lookup(found))))
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        """The stored level-0 nodes ``(leaf index, hash)`` in index order, paged."""
+        n = self._trees.nodes
+        cursor = -1
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(
+                    sa.select(n.c.idx, n.c.hash)
+                    .where(n.c.level == 0, n.c.idx > cursor)
+                    .order_by(n.c.idx)
+                    .limit(5000)
+                ).all()
+            for idx, h in rows:
+                yield int(idx), bytes(h)
+            if len(rows) < 5000:
+                return
+            cursor = rows[-1][0]
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        """A consistency proof from the stored nodes, or None when they cannot give one."""
+        try:
+            with self._reading() as conn:
+                found = fetch_nodes(conn, self._trees, consistency_nodes(old_size, new_size))
+            return tuple(consistency_path(old_size, new_size, NodeHashes(_lookup(found))))
+        except (IntegrityError, ValidationError, StorageError):
+            return None
+
+
+def _unverified(note: str) -> Checkpoint:
+    """A stored note as a :class:`Checkpoint` without verifying it (``signers`` empty)."""
+    body, _ = parse_signatures(note)
+    parsed = parse_checkpoint_body(body)
+    return Checkpoint(
+        origin=parsed.origin,
+        size=parsed.size,
+        root=parsed.root,
+        text=note,
+        signers=(),
+        extensions=parsed.extensions,
+    )
+
+
+def _stored_json(t: sa.Table, conn: sa.Connection) -> sa.ColumnElement[Any]:
+    column = t.c.event_json
+    return sa.cast(column, sa.LargeBinary) if conn.dialect.name == "sqlite" else column
+
+
+def _as_bytes(raw: object) -> bytes:
+    if isinstance(raw, bytes):
+        return raw
+    if isinstance(raw, memoryview | bytearray):
+        return bytes(raw)
+    return str(raw).encode("utf-8")

@@ -1,0 +1,247 @@
+"""The Merkle log under SQLiteSink and PostgresSink: written with the events, dense,
+proofs that verify, checkpoints that never sign two histories, upgrades in place."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ledger.errors import DuplicateEvent, EventNotFound, IntegrityError, ValidationError
+from ledger.integrity import (
+    EMPTY_ROOT,
+    Checkpoint,
+    MemoryTree,
+    Signer,
+    Verifier,
+    generate_key,
+    leaf_hash,
+    verify_consistency,
+    verify_inclusion,
+)
+from ledger.integrity.verify import verify_ledger
+from ledger.model.event import Event
+from ledger.sinks import SQLiteSink
+
+from .conftest import Store, engine_url
+from .factories import action
+
+ROOT = Path(__file__).resolve().parents[2]
+SKEY, VKEY = generate_key("test.example/log")
+SIGNER, VERIFIER = Signer.from_key(SKEY), Verifier.from_key(VKEY)
+
+
+def _stored(store: Store) -> list[tuple[int, int | None, bytes]]:
+    rows = store.sql("SELECT seq, leaf_index, event_json FROM {p}events ORDER BY seq")
+    return [(int(s), i, str(j).encode()) for s, i, j in rows]
+
+
+def test_every_event_becomes_the_next_leaf_in_the_same_commit(log_store: Store) -> None:
+    sink = log_store.open()
+    assert sink.tree_head().size == 0 and sink.tree_head().root == EMPTY_ROOT
+    first = action("r1", "c1")
+    sink.commit_action(first)
+    assert sink.leaf_index(first.event_id) == 0
+    assert sink.tree_head().size == 1  # in the tree when commit_action returned
+    sink.record(action("r1", "c2"))
+    sink.record_many([action("r1", f"b{i}") for i in range(5)])
+    rows = _stored(log_store)
+    assert [i for _, i, _ in rows] == list(range(7))
+    tree = MemoryTree.of(leaf_hash(data) for _, _, data in rows)
+    assert sink.tree_head().root == tree.root()
+
+
+def test_origin_is_fixed_at_creation(log_store: Store) -> None:
+    origin = log_store.open().origin
+    assert origin.startswith("agentledger/") and len(origin) == len("agentledger/") + 26
+    assert log_store.open().origin == origin
+
+
+def test_threads_never_share_or_skip_an_index(log_store: Store) -> None:
+    sink = log_store.open()
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(40):
+                sink.commit_action(action(f"t{k}", f"c{i}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    rows = _stored(log_store)
+    assert sorted(i for _, i, _ in rows) == list(range(320))
+    assert [i for _, i, _ in rows] == list(range(320))  # seq order is leaf order
+    assert verify_ledger(sink, [VERIFIER]).ok
+
+
+def test_a_refused_caller_in_a_batch_leaves_no_gap(log_store: Store) -> None:
+    sink = log_store.open()
+    dup = action("r", "dup")
+    sink.commit_action(dup)
+    barrier = threading.Barrier(6)
+    outcomes: list[str] = []
+
+    def work(event: Event) -> None:
+        barrier.wait()
+        try:
+            sink.commit_action(event)
+            outcomes.append("ok")
+        except DuplicateEvent:
+            outcomes.append("dup")
+
+    events = [dup, *(action("r", f"c{i}") for i in range(5))]
+    threads = [threading.Thread(target=work, args=(e,)) for e in events]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["dup"] + ["ok"] * 5
+    assert [i for _, i, _ in _stored(log_store)] == list(range(6))
+    with pytest.raises(DuplicateEvent):
+        sink.record_many([action("r", "fresh"), dup])
+    assert sink.tree_head().size == 6
+    assert verify_ledger(sink, [VERIFIER]).ok
+
+
+def test_inclusion_and_consistency_proofs_verify(log_store: Store) -> None:
+    sink = log_store.open()
+    events = [action("r", f"c{i}") for i in range(13)]
+    sink.record_many(events[:6])
+    old = sink.tree_head()
+    sink.record_many(events[6:])
+    head = sink.tree_head()
+    for i, ev in enumerate(events):
+        proof = sink.inclusion_proof(ev.event_id)
+        assert (proof.leaf_index, proof.tree_size) == (i, 13)
+        verify_inclusion(proof.leaf_hash, i, 13, proof.hashes, head.root)
+    early = sink.inclusion_proof(events[2].event_id, tree_size=6)
+    early.verify(old.root)
+    verify_consistency(6, 13, old.root, head.root, sink.consistency_proof(6))
+    verify_consistency(0, 13, EMPTY_ROOT, head.root, sink.consistency_proof(0, 13))
+    with pytest.raises(EventNotFound):
+        sink.inclusion_proof(action("r", "never").event_id)
+    with pytest.raises(ValidationError):
+        sink.inclusion_proof(events[8].event_id, tree_size=5)  # not in that tree
+    with pytest.raises(ValidationError):
+        sink.consistency_proof(3, 99)
+    with pytest.raises(ValidationError):
+        sink.consistency_proof(9, 4)
+
+
+def test_checkpoints_sign_the_head_and_never_two_histories(log_store: Store) -> None:
+    sink = log_store.open()
+    sink.record_many([action("r", f"c{i}") for i in range(4)])
+    cp = sink.checkpoint(SIGNER)
+    again = Checkpoint.parse(cp.text, [VERIFIER])
+    assert (again.origin, again.size, again.root) == (sink.origin, 4, sink.tree_head().root)
+    assert sink.checkpoint(SIGNER).text == cp.text  # same head: the stored note
+    other_key, other_vkey = generate_key("second.example/key")
+    both = sink.checkpoint(Signer.from_key(other_key))
+    assert Checkpoint.parse(both.text, [Verifier.from_key(other_vkey)]).size == 4
+    assert Checkpoint.parse(both.text, [VERIFIER]).size == 4
+    sink.commit_action(action("r", "c9"))
+    sink.checkpoint(SIGNER)
+    assert [c.size for c in sink.checkpoints([VERIFIER])] == [4, 5]
+    # cut the last row off and rewind the head: the ledger refuses to sign size 4 again
+    log_store.sql("DELETE FROM {p}events WHERE leaf_index = 4")
+    row = log_store.sql("SELECT hash FROM {p}tree_nodes WHERE level = 2 AND idx = 0")
+    log_store.sql("UPDATE {p}tree_head SET size = 4, root = :r WHERE id = 1", r=bytes(row[0][0]))
+    fresh = log_store.open()
+    with pytest.raises(IntegrityError, match="truncated"):
+        fresh.checkpoint(SIGNER)
+
+
+def test_checkpoint_refuses_a_rewritten_tree(log_store: Store) -> None:
+    sink = log_store.open()
+    sink.record_many([action("r", f"c{i}") for i in range(3)])
+    sink.checkpoint(SIGNER)
+    sink.commit_action(action("r", "c3"))
+    log_store.sql("UPDATE {p}tree_nodes SET hash = :h WHERE level = 1 AND idx = 0", h=bytes(32))
+    fresh = log_store.open()
+    with pytest.raises(IntegrityError):
+        fresh.checkpoint(SIGNER)
+
+
+def test_an_existing_ledger_is_upgraded_in_place(log_store: Store) -> None:
+    """A database written before the log existed: its rows become the first leaves."""
+    from alembic import command
+    from alembic.config import Config
+
+    from ledger.sinks.schema import MIGRATIONS_DIR
+    from ledger.sinks.sql import COLUMNS, event_row
+
+    url = f"sqlite:///{log_store.path}" if log_store.path else engine_url(log_store.dsn)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    events = [action("old", f"c{i}") for i in range(7)]
+    with engine.begin() as conn:
+        if log_store.schema:
+            conn.execute(sa.text(f'CREATE SCHEMA "{log_store.schema}"'))
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        config.attributes["connection"] = conn
+        config.attributes["schema"] = log_store.schema or None
+        command.upgrade(config, "0001_events")
+        names = ", ".join(COLUMNS)
+        marks = ", ".join(f":{c}" for c in COLUMNS)
+        for ev in reversed(events):  # seq order is not id order
+            conn.execute(
+                sa.text(f"INSERT INTO {log_store.prefix}events ({names}) VALUES ({marks})"),
+                dict(zip(COLUMNS, event_row(ev), strict=True)),
+            )
+    engine.dispose()
+    sink = log_store.open()  # migrates to the head revision
+    assert [i for _, i, _ in _stored(log_store)] == list(range(7))
+    assert sink.leaf_index(events[-1].event_id) == 0
+    sink.commit_action(action("new", "c1"))
+    assert sink.tree_head().size == 8
+    cp = sink.checkpoint(SIGNER)
+    assert verify_ledger(sink, [VERIFIER], [cp.text]).ok
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_processes_on_one_postgres_never_share_an_index(pg_log: Store) -> None:
+    pg_log.open().close()  # create the schema once
+    script = (
+        "import sys\n"
+        "from ledger.sinks import PostgresSink\n"
+        "from tests.integrity.factories import action\n"
+        "sink = PostgresSink.open(sys.argv[1], schema=sys.argv[2])\n"
+        "for i in range(150):\n"
+        "    sink.commit_action(action(sys.argv[3], f'c{i}'))\n"
+        "sink.close()\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, pg_log.dsn, pg_log.schema, f"p{k}"],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(3)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    rows = pg_log.sql("SELECT leaf_index FROM {p}events ORDER BY seq")
+    assert [r[0] for r in rows] == list(range(450))
+    assert verify_ledger(pg_log.open(), [VERIFIER]).ok
+
+
+def test_sqlite_reader_sees_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many([action("r", f"c{i}") for i in range(3)])
+        head = sink.tree_head()
+    with SQLiteSink(path, migrate=False) as reader:
+        assert reader.tree_head() == head
