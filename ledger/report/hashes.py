@@ -19,21 +19,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
-from ledger.errors import CorruptRecord
+from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
 from ledger.model.event import Event
 from ledger.sinks.base import Reader, StoredRow, StoredRows
+from ledger.timefmt import parse_time
 
 __all__ = [
     "HashCheck",
     "HashMismatch",
+    "HashTally",
     "check_hashes",
     "check_rows",
     "each_event",
+    "verify_row",
     "with_unreadable",
 ]
 
@@ -96,48 +99,86 @@ class HashCheck:
         }
 
 
-def _verify(
+def verify_row(
     event_id: str, text: str | bytes, stored: str | None, found: dict[str, Any]
-) -> tuple[str | None, str]:
-    """``(computed hash, problem)``; problem is empty when the row is intact: its JSON
-    matches its content hash and names its event id, and its filter columns (``found``)
-    agree with the JSON."""
+) -> tuple[Any, str | None, str]:
+    """``(parsed JSON, computed hash, problem)`` of one stored row; problem is empty when
+    the row is intact: its JSON matches its content hash and names its event id, and its
+    filter columns (``found``) agree with the JSON. The parsed JSON is None when the text
+    does not parse as an object."""
+    from ledger.canonical import sha256_of
     from ledger.sinks.rows import column_disagreements
-    from ledger.sinks.sql import content_hash
 
     try:
         obj = orjson.loads(text)
         named = obj.get("event_id")
     except (orjson.JSONDecodeError, AttributeError):
-        return None, "stored JSON does not parse as an event object"
-    computed = content_hash(text)
+        return None, None, "stored JSON does not parse as an event object"
+    try:
+        computed: str | None = sha256_of(obj, profile="rfc8785")
+    except CanonicalizationError:
+        computed = None
     # a row with no RFC 8785 form (a huge integer, say) is stored unhashed by design; it
     # still goes through the id and column checks below
     if stored is None and computed is not None:
-        return computed, "no content hash stored for this row"
+        return obj, computed, "no content hash stored for this row"
     if computed != stored:
-        return computed, "stored JSON does not match its content hash: changed after writing"
+        return obj, computed, "stored JSON does not match its content hash: changed after writing"
     if named != event_id:
-        return computed, f"stored JSON names event {named!r}, the row says {event_id!r}"
-    if wrong := column_disagreements(found, obj):
-        return computed, f"the row's columns disagree with its JSON: {'; '.join(wrong)}"
-    return computed, ""
+        return obj, computed, f"stored JSON names event {named!r}, the row says {event_id!r}"
+    if not _agrees(found, obj) and (wrong := column_disagreements(found, obj)):
+        return obj, computed, f"the row's columns disagree with its JSON: {'; '.join(wrong)}"
+    return obj, computed, ""
 
 
-def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
-    """Verify rows as :func:`iter_stored_rows` gives them."""
-    checked = 0
-    count = 0
-    listed: list[HashMismatch] = []
-    for event_id, run_id, text, stored, found in rows:
-        checked += 1
-        computed, problem = _verify(event_id, text, stored, found)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+def _agrees(found: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """True when the filter columns ``found`` say what the JSON ``obj`` says: the quick
+    answer of :func:`ledger.sinks.rows.column_disagreements` being empty (which names
+    what differs when this is False)."""
+    get = obj.get
+    if (
+        get("run_id", "") != found["run_id"]
+        or get("call_id", "") != found["call_id"]
+        or get("kind") != found["kind"]
+        or get("tool", "") != found["tool"]
+        or (get("verdict") or None) != found["verdict"]
+        or bool(get("err")) != bool(found["has_err"])
+    ):
+        return False
+    when = get("time")
+    if type(when) is not str:
+        return False
+    try:
+        return bool((parse_time(when) - _EPOCH) // _MICRO == found["time_us"])
+    except ValidationError:
+        return False
+
+
+class HashTally:
+    """Counts checked rows and keeps the mismatches (the first 1000 listed)."""
+
+    __slots__ = ("checked", "count", "listed")
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.count = 0
+        self.listed: list[HashMismatch] = []
+
+    def add(
+        self, event_id: str, run_id: str, stored: str | None, computed: str | None, problem: str
+    ) -> None:
+        """Count one checked row; ``problem`` empty when it is intact."""
+        self.checked += 1
         if not problem:
-            continue
-        count += 1
+            return
+        self.count += 1
         log.warning("content-hash check: event %s: %s", event_id, problem)
-        if len(listed) < _MAX_LISTED:
-            listed.append(
+        if len(self.listed) < _MAX_LISTED:
+            self.listed.append(
                 HashMismatch(
                     event_id=event_id,
                     run_id=run_id,
@@ -146,9 +187,23 @@ def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
                     detail=problem,
                 )
             )
-    return HashCheck(
-        available=True, checked=checked, mismatch_count=count, mismatches=tuple(listed)
-    )
+
+    def result(self) -> HashCheck:
+        return HashCheck(
+            available=True,
+            checked=self.checked,
+            mismatch_count=self.count,
+            mismatches=tuple(self.listed),
+        )
+
+
+def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
+    """Verify rows as :func:`iter_stored_rows` gives them."""
+    tally = HashTally()
+    for event_id, run_id, text, stored, found in rows:
+        _, computed, problem = verify_row(event_id, text, stored, found)
+        tally.add(event_id, run_id, stored, computed, problem)
+    return tally.result()
 
 
 def each_event(reader: Reader, skipped: list[CorruptRecord], **filters: Any) -> Iterator[Event]:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from ledger.report.model import TimeBucket
 
-__all__ = ["MAX_BUCKETS", "bucket", "width_for"]
+__all__ = ["MAX_BUCKETS", "Layout", "bucket", "buckets_of", "layout", "width_for"]
 
 MAX_BUCKETS = 60
 _WIDTHS = tuple(
@@ -48,6 +48,20 @@ def _floor(moment: datetime, width: timedelta) -> datetime:
         return moment
 
 
+Layout = tuple[datetime, timedelta, int]
+"""``(first bucket start, width, number of buckets)``."""
+
+
+def layout(start: datetime | None, end: datetime | None) -> Layout | None:
+    """Where the buckets over ``[start, end]`` lie; None when there is no span."""
+    if start is None or end is None or end < start:
+        return None
+    width = width_for(end - start)
+    first = _floor(start, width)
+    count = max(1, -(-(end - first) // width))  # ceil; an event at `end` lands in the last
+    return first, width, count
+
+
 def bucket(
     actions: Sequence[datetime],
     denials: Sequence[datetime],
@@ -55,17 +69,30 @@ def bucket(
     end: datetime | None,
 ) -> tuple[TimeBucket, ...]:
     """Count ``actions`` and ``denials`` (event times) per bucket over ``[start, end]``."""
-    if start is None or end is None or end < start:
+    where = layout(start, end)
+    if where is None:
         return ()
-    width = width_for(end - start)
-    first = _floor(start, width)
-    count = max(1, -(-(end - first) // width))  # ceil; an event at `end` lands in the last
+    first, width, count = where
     starts = [first + i * width for i in range(count)]
 
     def tally(times: Sequence[datetime]) -> Counter[int]:
         return Counter(min(max(bisect_right(starts, t) - 1, 0), count - 1) for t in times)
 
-    a, d = tally(actions), tally(denials)
+    return buckets_of(where, tally(actions), tally(denials))
+
+
+def buckets_of(
+    where: Layout, actions: Mapping[int, int], denials: Mapping[int, int]
+) -> tuple[TimeBucket, ...]:
+    """The buckets of ``where`` with the counts per bucket index (indexes below 0 count
+    in the first bucket, beyond the last in the last, as :func:`bucket` places them)."""
+    first, width, count = where
+    a: Counter[int] = Counter()
+    d: Counter[int] = Counter()
+    for source, into in ((actions, a), (denials, d)):
+        for index, n in source.items():
+            into[min(max(index, 0), count - 1)] += n
+    starts = [first + i * width for i in range(count)]
     return tuple(
         TimeBucket(start=s, end=_end(s, width), actions=a[i], denials=d[i])
         for i, s in enumerate(starts)

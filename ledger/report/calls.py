@@ -1,0 +1,349 @@
+"""The report's per-call rules, over the window's events in commit order.
+
+>>> state = CallPass()                       # doctest: +SKIP
+>>> for e in events: state.add(e)            # doctest: +SKIP
+>>> state.unsafe(), state.missing()          # doctest: +SKIP
+
+One state machine for both ways of building the report (:mod:`ledger.report.build`): fed
+with whole :class:`~ledger.model.event.Event` objects by the streaming build (any
+reader), or with :class:`Fact` rows made from a SQL row's columns and its parsed JSON by
+the database build (:mod:`ledger.report.aggregate`), which then leaves the counts and
+the timeline to SQL (``counting=False``). Either way the same rules decide: which result
+had a preceding allowed action, which was a safe read, which allowed action has no result,
+what was approved by whom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol, cast
+
+from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
+from ledger.errors import CorruptRecord
+from ledger.model.event import Event
+from ledger.model.values import Actor, Approval, Kind, Verdict, outside_any_run
+from ledger.report.hashes import each_event
+from ledger.report.model import ApprovedAction, Denial, Finding, ToolStats, WhoStats
+from ledger.sinks.base import Reader
+
+__all__ = [
+    "CallPass",
+    "Fact",
+    "FactRef",
+    "Record",
+    "approved_actions",
+    "in_time_order",
+    "look_across",
+]
+
+
+class FactRef(NamedTuple):
+    """What the report reads of a ref: its source and id."""
+
+    source: str
+    id: str
+
+
+class Record(Protocol):
+    """The fields of an event the report reads (an ``Event`` or a :class:`Fact`)."""
+
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def event_id(self) -> Any: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def verdict(self) -> Verdict | None: ...
+    @property
+    def time(self) -> datetime: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def err(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def agent_path(self) -> str: ...
+    @property
+    def actor(self) -> Actor | None: ...
+    @property
+    def approval(self) -> Approval | None: ...
+    @property
+    def refs(self) -> Sequence[Any]: ...
+    @property
+    def principal(self) -> str: ...
+
+
+class Fact(NamedTuple):
+    """An event as the database build reads it: the row's columns and the few JSON
+    members the report uses (never a whole ``Event``)."""
+
+    kind: Kind
+    event_id: str
+    run_id: str
+    call_id: str
+    tool: str
+    verdict: Verdict | None
+    time: datetime
+    reason: str = ""
+    err: str = ""
+    label: str = ""
+    agent_path: str = ""
+    actor: Actor | None = None
+    approval: Approval | None = None
+    refs: tuple[FactRef, ...] = ()
+
+    @property
+    def principal(self) -> str:
+        return self.actor.principal if self.actor is not None else ""
+
+
+class _Intent(NamedTuple):
+    """What the report keeps of an allowed action (not the whole event)."""
+
+    tool: str
+    time: datetime
+    event_id: str
+    principal: str
+    agent: str
+    reason: str
+    approval: Approval | None
+    evidence: tuple[str, ...]
+
+    @classmethod
+    def of(cls, e: Record) -> _Intent:
+        cited = tuple(f"{r.source}:{r.id}" for r in e.refs)
+        return cls(e.tool, e.time, str(e.event_id), e.principal, _agent(e), e.reason,
+                   e.approval, cited)  # fmt: skip
+
+
+def _agent(e: Record) -> str:
+    return (e.actor.agent_id if e.actor is not None else "") or e.agent_path
+
+
+def finding(e: Record, detail: str) -> Finding:
+    return Finding(
+        run_id=e.run_id,
+        call_id=e.call_id,
+        tool=e.tool,
+        time=e.time,
+        event_id=str(e.event_id),
+        detail=detail,
+    )
+
+
+@dataclass(slots=True)
+class CallPass:
+    """State of the pass over the window's events (see the module docstring).
+
+    With ``counting=False`` the pass leaves out what SQL counts (events, first and
+    last time, allowed actions and denials per tool, the timeline's times)."""
+
+    counting: bool = True
+    tools: dict[str, ToolStats] = field(default_factory=dict)
+    denials: list[Denial] = field(default_factory=list)
+    allowed: dict[tuple[str, str], _Intent] = field(default_factory=dict)
+    before: set[tuple[str, str]] = field(default_factory=set)  # committed before the window
+    results: set[tuple[str, str]] = field(default_factory=set)
+    marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
+    not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
+    orphans: list[Record] = field(default_factory=list)
+    action_times: list[datetime] = field(default_factory=list)
+    denial_times: list[datetime] = field(default_factory=list)
+    skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
+    decided: dict[tuple[str, str], tuple[str, Approval | None]] = field(default_factory=dict)
+    agents: dict[str, WhoStats] = field(default_factory=dict)
+    principals: dict[str, WhoStats] = field(default_factory=dict)
+    who_runs: set[tuple[str, str, str]] = field(default_factory=set)
+    outside: list[Finding] = field(default_factory=list)  # calls outside any run
+    events: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+
+    def tool(self, name: str) -> ToolStats:
+        stats = self.tools.get(name)
+        if stats is None:
+            stats = self.tools[name] = ToolStats(tool=name or "(none)")
+        return stats
+
+    def add(self, e: Record) -> None:
+        if self.counting:
+            self.events += 1
+            if self.first is None or e.time < self.first:
+                self.first = e.time
+            if self.last is None or e.time > self.last:
+                self.last = e.time
+        kind = e.kind
+        if kind is Kind.ACTION:
+            self._action(e)
+        elif kind is Kind.TOOL_RESULT:
+            self._result(e)
+        elif kind is Kind.GATE_DECISION and e.call_id:
+            key = (e.run_id, e.call_id)
+            if key not in self.marks:
+                self.marks[key] = decision_mark(cast(Event, e))
+            self.decided.setdefault(key, (e.label, e.approval))
+
+    def _who(self, e: Record, allowed: bool) -> None:
+        for table, who, kind in (
+            (self.agents, _agent(e), "a"),
+            (self.principals, e.principal, "p"),
+        ):
+            stats = table.get(who)
+            if stats is None:
+                stats = table[who] = WhoStats(who=who)
+            if allowed:
+                stats.actions += 1
+            else:
+                stats.denials += 1
+            if (kind, who, e.run_id) not in self.who_runs:
+                self.who_runs.add((kind, who, e.run_id))
+                stats.runs += 1
+
+    def _action(self, e: Record) -> None:
+        if outside_any_run(e.run_id):
+            detail = f"a call outside any run was denied: {e.reason or '(no reason recorded)'}"
+            self.outside.append(finding(e, detail))
+            return
+        stats = self.tool(e.tool)
+        self._who(e, e.verdict is Verdict.ALLOWED)
+        if e.verdict is Verdict.ALLOWED:
+            if self.counting:
+                stats.actions += 1
+                self.action_times.append(e.time)
+            self.allowed.setdefault((e.run_id, e.call_id), _Intent.of(e))
+            return
+        self.not_allowed.add((e.run_id, e.call_id))
+        if self.counting:
+            stats.denials += 1
+            self.denial_times.append(e.time)
+        self.denials.append(
+            Denial(
+                run_id=e.run_id,
+                call_id=e.call_id,
+                tool=e.tool,
+                time=e.time,
+                verdict=str(e.verdict) if e.verdict else "none",
+                reason=e.reason or "(no reason recorded)",
+                event_id=str(e.event_id),
+            )
+        )
+
+    def _result(self, e: Record) -> None:
+        key = (e.run_id, e.call_id)
+        intent = self.allowed.get(key) if e.call_id else None
+        stats = self.tool(e.tool or (intent.tool if intent is not None else ""))
+        if intent is not None:
+            self.results.add(key)
+            if e.err:
+                stats.failed += 1
+            else:
+                stats.succeeded += 1
+            return
+        self.orphans.append(e)
+
+    def before_window(self, e: Record) -> None:
+        """An event of a run cut by the window's start, recorded before it."""
+        key = (e.run_id, e.call_id)
+        if e.kind is Kind.ACTION and e.verdict is Verdict.ALLOWED:
+            self.before.add(key)
+        elif e.kind is Kind.ACTION:
+            self.not_allowed.add(key)
+        elif e.kind is Kind.GATE_DECISION and e.call_id and key not in self.marks:
+            self.marks[key] = decision_mark(cast(Event, e))
+
+    def cut_runs(self) -> list[str]:
+        """Runs with a result whose call has no decision or allowed action in the window:
+        read again before the window's start (:meth:`before_window`)."""
+        settled = self.marks.keys() | self.allowed.keys()
+        return sorted({e.run_id for e in self.orphans if (e.run_id, e.call_id) not in settled})
+
+    def open_runs(self) -> list[str]:
+        """Runs with an allowed action and no result yet: read again after the window."""
+        return sorted({run for (run, call) in self.allowed if (run, call) not in self.results})
+
+    def unsafe(self) -> list[Finding]:
+        """Results with no preceding allowed action that the gate did not mark safe."""
+        found: list[Finding] = []
+        for e in self.orphans:
+            key = (e.run_id, e.call_id)
+            if e.call_id and key in self.before:
+                continue  # its intent was committed just before the window: not a violation
+            if e.call_id and key in self.allowed:
+                found.append(finding(e, "the result was recorded before its intent was committed"))
+                continue
+            why = unintended_reason(
+                call_id=e.call_id,
+                allowed_intent=False,
+                denied_intent=key in self.not_allowed,
+                decision=self.marks.get(key),
+            )
+            if why is None:
+                self.tool(e.tool).safe_reads += 1
+            else:
+                found.append(finding(e, why))
+        return found
+
+    def missing(self) -> list[Finding]:
+        """Allowed actions whose call has no recorded result."""
+        detail = "allowed, but no result was recorded (crash, still running, or lost)"
+        return [
+            Finding(
+                run_id=run, call_id=call, tool=i.tool, time=i.time, event_id=i.event_id,
+                detail=detail,
+            )
+            for (run, call), i in self.allowed.items()
+            if (run, call) not in self.results
+        ]  # fmt: skip
+
+
+def approved_actions(state: CallPass) -> list[ApprovedAction]:
+    """Each allowed non-safe action with who or which policy allowed it, in time order."""
+    out = []
+    for (run, call), i in state.allowed.items():
+        policy, approval = state.decided.get((run, call), ("", None))
+        approval = i.approval or approval
+        out.append(
+            ApprovedAction(
+                run_id=run,
+                call_id=call,
+                tool=i.tool,
+                time=i.time,
+                principal=i.principal,
+                agent=i.agent,
+                policy=policy,
+                approver=approval.approver if approval is not None else "",
+                approved_at=approval.time if approval is not None else None,
+                reason=(approval.reason if approval is not None and approval.reason else i.reason),
+                evidence=i.evidence,
+                event_id=i.event_id,
+            )
+        )
+    return sorted(out, key=lambda a: (a.time, a.event_id))
+
+
+def look_across(
+    state: CallPass, reader: Reader, since: datetime | None, until: datetime | None
+) -> None:
+    """Settle calls cut by the window's edges: a result whose intent (or safe-read
+    decision) was recorded before ``since``, an intent whose result came at or after
+    ``until``. Only the runs concerned are read again."""
+    if since is not None:
+        for run in state.cut_runs():
+            for e in each_event(reader, state.skipped, run_id=run, until=since):
+                state.before_window(e)
+    if until is not None:
+        for run in state.open_runs():
+            for e in each_event(reader, state.skipped, run_id=run, kind="tool_result", since=until):
+                state.results.add((e.run_id, e.call_id))
+
+
+def in_time_order(found: list[Finding]) -> tuple[Finding, ...]:
+    return tuple(sorted(found, key=lambda f: (f.time, f.event_id)))
