@@ -8,10 +8,13 @@
 
 It listens on 127.0.0.1 only; ``--host`` names another loopback address, and a host that
 is not loopback is refused unless ``--allow-remote`` is given too (the viewer has no
-accounts: anyone who reaches the port reads the whole ledger). Stop it with Ctrl-C.
+accounts: anyone who reaches the port reads the whole ledger). Ctrl-C or SIGTERM stops
+it.
 """
 
 from __future__ import annotations
+
+import signal
 
 import click
 
@@ -57,12 +60,18 @@ def ui(db: str, port: int, host: str, allow_remote: bool) -> None:
             ) from None
         raise
     click.echo(f"ledger ui: {viewer.url}  (read-only; Ctrl-C stops it)")
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does
     try:
         viewer.wait()
     except KeyboardInterrupt:
         click.echo("ledger ui: stopped", err=True)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         viewer.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def register(group: click.Group) -> None:

@@ -44,7 +44,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_QUERY = 16_384  # bytes of query string read; longer is a 414 at the server
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import sqlite_url
 from .ledgers import fill
 
@@ -22,7 +24,8 @@ def _start(*args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def test_ledger_ui_serves_until_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ledger_ui_serves_until_interrupted(tmp_path: Path, stop: signal.Signals) -> None:
     import urllib.request
 
     filled = fill(sqlite_url(tmp_path / "l.db"), tmp_path / "work", paged=3)
@@ -37,7 +40,7 @@ def test_ledger_ui_serves_until_interrupted(tmp_path: Path) -> None:
             page = answer.read().decode()
         assert answer.status == 200 and filled.demo_run in page
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "stopped" in err and "Traceback" not in err
