@@ -45,7 +45,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """A GET request: its path and its query parameters (the first value of each)."""

@@ -449,3 +449,23 @@ def test_approvals_and_principals_are_shown(tmp_path: Path) -> None:
         assert "2026-11-30 10:00:00" in why
         assert set(_runs_on(fetch(v, "/", {"principal": "alice"}).text)) == {"r-ok"}
         assert set(_runs_on(fetch(v, "/", {"agent": "triage"}).text)) == {"r-ok"}
+
+
+def test_odd_request_targets_get_pages_not_tracebacks(viewer: Viewer) -> None:
+    cases = {
+        "/run?id=%ff%fe": 404,  # not UTF-8
+        "/run?id=%00%1b[31m": 404,  # NUL and an escape sequence
+        "/?q=%ff&tool=%00": 200,
+        "/?limit=-1": 400,
+        "/?offset=9999999999999999999999": 400,
+        "/why?run=&call=": 404,
+        "//run?id=x": 404,
+        "/run/../integrity": 404,
+    }
+    for target, status in cases.items():
+        answer = fetch(viewer, target)
+        assert answer.status == status, (target, answer.text[:300])
+        assert "Traceback" not in answer.text and "\x00" not in answer.text
+        assert "\x1b" not in answer.text, target
+    huge = fetch(viewer, "/?q=" + "a" * 70_000)
+    assert huge.status in (400, 414)

@@ -122,6 +122,7 @@ def integrity_page(request: Request, ctx: Context) -> Response:
                 rows,
                 empty="None.",
                 id_="integrity-findings",
+                cell_css=("", "t", "", "id"),
             )
             if status.findings
             else ""
