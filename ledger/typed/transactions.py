@@ -37,6 +37,7 @@ from ledger.typed.jsontext import js_length
 from ledger.typed.limits import RESERVED_FIELDS, check_shape, stringify_bytes
 from ledger.typed.records import final_id
 from ledger.typed.reducers.simple import validate_operation
+from ledger.typed.refschema import reference_error
 from ledger.typed.schema import compile_schema, first_error
 from ledger.typed.strictjson import loads_strict
 
@@ -193,7 +194,9 @@ def _raw_payload(ledger: LedgerDef, request: dict[str, Any]) -> dict[str, Any]:
 def check_raw_record(ledger: LedgerDef, record: Mapping[str, Any]) -> None:
     """Check a raw ledger's record (without its ``id``) against the configured schema."""
     if ledger.schema is not None:
-        problem = first_error(compile_schema(ledger.schema), record)
+        problem = first_error(compile_schema(ledger.schema), record) or reference_error(
+            dict(record), ledger.schema
+        )  # full Draft 2020-12, and nothing the reference's replay would refuse
         if problem is not None:
             raise RecordError(
                 f"Ledger record does not match schema: {problem} (it does not match "

@@ -200,9 +200,13 @@ def test_6_an_object_in_an_enum_never_matches_on_replay(tmp_path: Path) -> None:
     assert cells(db, "SELECT value FROM state") == [('"s"',)]
 
 
-def test_6_persist_never_writes_what_the_reference_would_refuse(tmp_path: Path) -> None:
+def test_6_the_write_path_never_writes_what_the_reference_would_refuse(tmp_path: Path) -> None:
     config = parse_config({"log": {"type": "log", "schema": {"enum": [{"a": 1}]}}})
-    artifact = normalize_appends(config, [{"operation": "append", "value": {"a": 1}}], "t:1")
+    request = [{"operation": "append", "value": {"a": 1}}]
+    with pytest.raises(LedgerError, match=r"must be one of: \[object Object\]"):
+        normalize_appends(config, request, "t:1")  # Draft 2020-12 alone would accept it
+    loose = parse_config({"log": {"type": "log"}})
+    artifact = normalize_appends(loose, request, "t:1")  # the same artifact, made elsewhere
     store = ShardStore(tmp_path, config)
     with pytest.raises(PersistError, match="must be one of"):
         persist(config, store, artifact)

@@ -135,7 +135,8 @@ class Reducer:
     specs: tuple[TableSpec, ...] = ()
 
     #: ``False`` (replay): values are checked as the reference checks them
-    #: (:mod:`ledger.typed.refschema`); ``True`` (the write path): full Draft 2020-12.
+    #: (:mod:`ledger.typed.refschema`); ``True`` (the write path): full Draft 2020-12,
+    #: and the reference's check as well (an object in an ``enum`` passes the first only).
     strict_schema: bool = False
 
     def __init__(self, schema: Mapping[str, Any] | None = None, key: str | None = None) -> None:
@@ -147,9 +148,10 @@ class Reducer:
         """The canonical text of ``value`` after the schema accepted it."""
         text = value_text(value)
         if self._schema is not None:
+            problem = None
             if self.strict_schema and self._validator is not None:
                 problem = first_error(self._validator, value)
-            else:
+            if problem is None:  # on write too: nothing the reference's replay would refuse
                 problem = reference_error(value, self._schema)
             if problem is not None:
                 raise OperationError(f"Ledger value does not match schema: {problem}")
