@@ -313,9 +313,10 @@ def test_a_call_in_flight_when_the_proxy_stops_is_recorded_as_aborted(tmp_path: 
         assert aborts and "GatewayStopped" in aborts[0].reason
 
 
-def test_a_client_that_disconnects_mid_call_leaves_a_complete_record(tmp_path: Path) -> None:
-    """The client (a raw JSON-RPC peer here) closes stdin while a call runs: the proxy
-    records the call's end and the run's end, and exits."""
+@pytest.mark.parametrize("how", ["client disconnects", "SIGTERM"])
+def test_a_call_in_flight_over_stdio_leaves_a_complete_record(tmp_path: Path, how: str) -> None:
+    """While a call runs, the client (a raw JSON-RPC peer here) closes stdin, or the
+    proxy gets SIGTERM: the proxy records the call's end and the run's end, and exits."""
     db = tmp_path / "ledger.db"
     state = tmp_path / "state"
     state.mkdir()
@@ -364,7 +365,10 @@ def test_a_client_that_disconnects_mid_call_leaves_a_complete_record(tmp_path: P
     while not (state / "slow-started").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert (state / "slow-started").exists()
-    proc.stdin.close()  # the client goes away mid-call
+    if how == "SIGTERM":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        proc.stdin.close()  # the client goes away mid-call
     proc.wait(timeout=60)
     with SQLiteSink(db) as sink:
         (run,) = list(sink.runs())
@@ -374,6 +378,11 @@ def test_a_client_that_disconnects_mid_call_leaves_a_complete_record(tmp_path: P
         (action,) = chain.actions
         assert action.intent.verdict is Verdict.ALLOWED
         assert action.result is not None and action.result.err  # cancelled, not lost
+        if how == "SIGTERM":
+            (abort,) = list(sink.events(kind=Kind.ABORT, run_id=run.run_id))
+            assert "GatewayStopped" in abort.reason
+    if how == "SIGTERM":
+        assert proc.returncode == 0
 
 
 @pytest.mark.postgres

@@ -790,13 +790,22 @@ class McpGateway:
     # --- serving -----------------------------------------------------------------------
 
     async def serve_stdio(self) -> None:
-        """Serve the upstream client on this process's stdin/stdout: one session, one run."""
+        """Serve the upstream client on this process's stdin/stdout: one session, one run.
+
+        Standard input is read on the event loop (not in a thread), so a cancellation
+        (SIGTERM in ``ledger mcp proxy``) stops the gateway at once, even while the
+        client sends nothing."""
         from mcp.server.stdio import stdio_server
 
         self._fixed_key = object()
         server = self.server
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        lines = _StdinLines()
+        stdin: Any = lines if await lines.open() else None
+        try:
+            async with stdio_server(stdin=stdin) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            lines.close()
 
     async def serve_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
         """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled."""
@@ -805,6 +814,61 @@ class McpGateway:
         app = self.server.streamable_http_app(host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         await uvicorn.Server(config).serve()
+
+
+class _StdinLines:
+    """The lines of standard input, read on the event loop: unlike a thread blocked in
+    ``readline``, a cancelled read stops at once. Falls back (``open()`` is false) when
+    standard input is not a pipe, socket or terminal."""
+
+    def __init__(self) -> None:
+        self._reader: asyncio.StreamReader | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._flags: int | None = None
+
+    async def open(self) -> bool:
+        import fcntl
+
+        loop = asyncio.get_running_loop()
+        try:
+            fd = os.dup(0)
+        except OSError:
+            return False
+        self._flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+        try:
+            pipe = os.fdopen(fd, "rb", buffering=0)
+            self._transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), pipe
+            )
+        except (OSError, ValueError):  # a regular file: the SDK's own reader handles it
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            self._flags = None
+            return False
+        self._reader = reader
+        return True
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        assert self._reader is not None
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._flags is not None:  # the event loop made stdin non-blocking: undo it
+            import fcntl
+
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(0, fcntl.F_SETFL, self._flags)
+            self._flags = None
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
