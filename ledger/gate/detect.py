@@ -352,7 +352,9 @@ _PASSES: tuple[Callable[[str], str], ...] = (
 
 # A necessary condition for any pass to find something, in two searches: a literal that
 # starts a pass's pattern (case-sensitive), or a key word (on the lowercased text). Most
-# text has neither, and skips every pass.
+# short text has neither, and skips every pass; long text goes straight to the passes
+# (the searches could scan it all only to find a key word at its end).
+_HINTED = 4096
 _HINT_CASED = re.compile(
     _trie(
         [(p, "") for f in TOKEN_FORMATS for p in f.prefixes]
@@ -369,7 +371,11 @@ _HINT_LOWER = re.compile(
 
 def mask_secrets(text: str) -> str:
     """``text`` with every secret the passes above find replaced by ``[REDACTED]``."""
-    if _HINT_CASED.search(text) is None and _HINT_LOWER.search(_lower(text)) is None:
+    if (
+        len(text) <= _HINTED
+        and _HINT_CASED.search(text) is None
+        and _HINT_LOWER.search(_lower(text)) is None
+    ):
         return text
     for apply in _PASSES:
         text = apply(text)

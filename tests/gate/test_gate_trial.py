@@ -210,7 +210,8 @@ def test_readme_describes_the_printed_order_and_its_snippet_runs(tmp_path: Path)
 @pytest.mark.parametrize(("limit", "status"), [("100", 0), ("0.01", 1)])
 def test_benchmark_exit_status(tmp_path: Path, limit: str, status: int) -> None:
     args: list[Any] = [sys.executable, str(ROOT / "benchmarks" / "gate.py")]
-    args += ["--calls", "2", "--rounds", "4", "--dir", str(tmp_path), "--limit", limit]
+    args += ["--part", "calls", "--calls", "2", "--rounds", "4", "--dir", str(tmp_path)]
+    args += ["--limit", limit]
     done = subprocess.run(args, capture_output=True, text=True)
     assert done.returncode == status, done.stderr
     assert "median/median" in done.stdout and "paired" in done.stdout
