@@ -35,6 +35,7 @@ from ledger.cli import db as cli_db
 from ledger.cli import demo as cli_demo
 from ledger.cli import export as cli_export
 from ledger.cli import forensics as cli_forensics
+from ledger.cli import integrity as cli_integrity
 from ledger.cli import mcp as cli_mcp
 from ledger.cli import report as cli_report
 from ledger.cli import typed as cli_typed
@@ -146,6 +147,7 @@ cli_report.register(cli)
 cli_typed.register(cli)
 cli_db.register(cli)
 cli_mcp.register(cli)
+cli_integrity.register(cli)
 cli_export.register(cli)
 cli_ui.register(cli)
 

@@ -19,12 +19,16 @@ Verification failures raise :class:`IntegrityError`; bad arguments raise
 the compact range), :mod:`.note` (signed notes and keys), :mod:`.checkpoint`,
 :mod:`.cosignature`, :mod:`.witness_protocol` (the witness HTTP formats and rules, pure)
 and :mod:`.witness` (a standard-library HTTP witness server and client; not imported
-here).
+here), :mod:`.verify` (:func:`verify_ledger`: a whole ledger against its checkpoints)
+and :mod:`.bundle` (evidence bundles). The SQL sinks keep the log itself
+(:mod:`ledger.sinks.tree`).
 """
 
 from __future__ import annotations
 
 from ledger.errors import IntegrityError
+from ledger.integrity._keytext import key_id
+from ledger.integrity.bundle import Bundle, make_bundle, verify_bundle
 from ledger.integrity.checkpoint import (
     Checkpoint,
     CheckpointBody,
@@ -74,23 +78,37 @@ from ledger.integrity.note import (
     Verifier,
     add_signature_lines,
     generate_key,
-    key_id,
     open_note,
     parse_signatures,
     sign_note,
+)
+from ledger.integrity.verify import (
+    Finding,
+    FindingKind,
+    JSONLLeaves,
+    LeafRow,
+    LeafSource,
+    VerifyResult,
+    verify_ledger,
 )
 
 __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
+    "Bundle",
     "Checkpoint",
     "CheckpointBody",
     "Cosignature",
     "CosignatureSigner",
     "CosignatureVerifier",
+    "Finding",
+    "FindingKind",
     "Frontier",
     "InclusionProof",
     "IntegrityError",
+    "JSONLLeaves",
+    "LeafRow",
+    "LeafSource",
     "MemoryTree",
     "Node",
     "NodeHashes",
@@ -103,6 +121,7 @@ __all__ = [
     "SubtreeHashes",
     "TreeHead",
     "Verifier",
+    "VerifyResult",
     "add_signature_lines",
     "checkpoint_body",
     "consistency_nodes",
@@ -116,6 +135,7 @@ __all__ = [
     "inclusion_proof_size",
     "key_id",
     "leaf_hash",
+    "make_bundle",
     "node_hash",
     "open_note",
     "parse_checkpoint_body",
@@ -125,7 +145,9 @@ __all__ = [
     "root_nodes",
     "sign_note",
     "subtree_from_nodes",
+    "verify_bundle",
     "verify_consistency",
     "verify_cosignature",
     "verify_inclusion",
+    "verify_ledger",
 ]

@@ -24,15 +24,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from ledger.errors import IntegrityError, ValidationError
+from ledger.integrity._keytext import b64decode, b64encode
 from ledger.integrity.merkle import HASH_SIZE, verify_consistency, verify_inclusion
-from ledger.integrity.note import (
-    NoteSigner,
-    NoteVerifier,
-    b64decode,
-    b64encode,
-    open_note,
-    sign_note,
-)
+from ledger.integrity.note import NoteSigner, NoteVerifier, open_note, sign_note
 
 __all__ = [
     "MAX_TREE_SIZE",

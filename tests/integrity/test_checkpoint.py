@@ -24,7 +24,7 @@ from ledger.integrity import (
     parse_checkpoint_body,
     sign_note,
 )
-from ledger.integrity.note import b64encode
+from ledger.integrity._keytext import b64encode
 
 GOLDEN = json.loads(
     (Path(__file__).resolve().parents[1] / "vectors" / "signed-note" / "golden.json").read_text(

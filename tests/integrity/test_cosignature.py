@@ -25,7 +25,7 @@ from ledger.integrity import (
     sign_note,
     verify_cosignature,
 )
-from ledger.integrity.note import b64decode, b64encode
+from ledger.integrity._keytext import b64decode, b64encode
 
 ORIGIN = "example.com/behind-the-sofa"
 LOG_SKEY, LOG_VKEY = generate_key(ORIGIN)

@@ -24,7 +24,8 @@ from ledger.integrity import (
     parse_signatures,
     sign_note,
 )
-from ledger.integrity.note import MAX_SIGNATURES, b64decode, b64encode, is_valid_key_name
+from ledger.integrity._keytext import b64decode, b64encode, is_valid_key_name
+from ledger.integrity.note import MAX_SIGNATURES
 
 GOLDEN: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "vectors" / "signed-note" / "golden.json").read_text(
