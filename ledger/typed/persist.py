@@ -56,10 +56,11 @@ from typing import Any
 from ledger.errors import LedgerError, PersistError
 from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.layout import LedgerChange, StoreError
+from ledger.typed.projection import DEFAULT_ROW_LIMIT, validate_replay_output
 from ledger.typed.reconstruct import Reconstruction
 from ledger.typed.records import Record, canonical_json, format_timestamp, new_record_id
 from ledger.typed.reducers.notes import NotesReducer
-from ledger.typed.reducers.simple import make_reducer, replay
+from ledger.typed.reducers.simple import make_reducer
 from ledger.typed.shard_writer import new_shards
 from ledger.typed.storage import LedgerStore
 from ledger.typed.transactions import Append, validate_artifact
@@ -228,7 +229,10 @@ def _dry_run(plan: _Plan, history: Reconstruction) -> None:
         for _, problem in reducer.finish():
             raise problem
         if plan.records:  # and what is pushed must project (the pre-push validation)
-            replay(ledger, [*history.records, *plan.records], ordered=True)
+            tables = reducer.output()
+            rows = sum(len(t) for t in tables.values())
+            limit = max(DEFAULT_ROW_LIMIT, len(history.records) + len(plan.records), rows)
+            validate_replay_output(reducer.specs, tables, row_limit=limit)
     except (LedgerError, ValueError, TypeError) as exc:
         message = str(exc)
         if ledger.type == "notes" and "missing note" in message:
