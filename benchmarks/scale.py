@@ -44,8 +44,8 @@ chain() of 1,000       ``reader.chain(run)``                fetch of the run's J
                                                             bar, the plain fetch)
 events() first page    ``events(tool=, since=)``, 500       ``... WHERE tool AND time ORDER
                                                             BY seq LIMIT 500`` + json.loads
-verification           ``check_hashes`` + ``verify_ledger``  a fetch recomputing each content
-                                                            hash and leaf, folding the root
+verification           ``verify_rows`` (hashes and the      a fetch recomputing each content
+                       Merkle log, one pass)                hash and leaf, folding the root
 =====================  ===================================  ================================
 
 Peak memory (``VmHWM``, the peak resident set) of the report and of verification is
@@ -678,9 +678,8 @@ def _peak_kib() -> int:
 
 
 def run_child(what: str, url: str, since: str, until: str) -> None:
-    from ledger.integrity.verify import verify_ledger
     from ledger.report.build import build_report
-    from ledger.report.hashes import check_hashes
+    from ledger.report.verification import verify_rows
     from ledger.sinks.opening import open_reader
     from ledger.timefmt import parse_time
 
@@ -690,9 +689,8 @@ def run_child(what: str, url: str, since: str, until: str) -> None:
             report = build_report(reader, since=parse_time(since), until=parse_time(until))
             assert report.events > 0
         elif what == "verify":
-            assert check_hashes(reader).mismatch_count == 0
-            result = verify_ledger(reader, None)  # type: ignore[arg-type]
-            assert result.ok, result.findings[:3]
+            hashes, result = verify_rows(reader)
+            assert hashes.mismatch_count == 0 and result is not None and result.ok
     took = time.perf_counter() - start
     print(json.dumps({"seconds": took, "maxrss_kib": _peak_kib()}))
 
@@ -710,9 +708,8 @@ def bench_ledger(
     path: Path | None,
     measure_memory: bool,
 ) -> None:
-    from ledger.integrity.verify import verify_ledger
     from ledger.report.build import build_report
-    from ledger.report.hashes import check_hashes
+    from ledger.report.verification import verify_rows
     from ledger.sinks.opening import open_reader
 
     print(f"{backend}, {size:,} events:", flush=True)
@@ -768,9 +765,8 @@ def bench_ledger(
     fig("events(tool, since) first page", a, b, 0.5, "vs fetch+json.loads")
 
     def verify() -> None:
-        assert check_hashes(reader).mismatch_count == 0
-        found = verify_ledger(reader, None)  # type: ignore[arg-type]
-        assert found.ok, found.findings[:3]
+        hashes, found = verify_rows(reader)
+        assert hashes.mismatch_count == 0 and found is not None and found.ok
 
     a, b = alternate(heavy, verify, lambda: plain_verify(plain))
     fig("verification (hashes + Merkle)", a, b, 0.5)

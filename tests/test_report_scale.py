@@ -253,3 +253,32 @@ def test_a_damaged_row_is_counted_and_listed_alike(tmp_path: Path, edit: str) ->
         data = assert_same(sink)
         assert data["compliant"] is False and data["hash_check"]["mismatch_count"] >= 1
         assert_same(sink, at(1), at(10))
+
+
+# --- every per-row check in one pass ----------------------------------------------------
+
+
+@pytest.mark.parametrize("edit", [None, *EDITS[:1], EDITS[-1]])
+def test_one_pass_verification_finds_what_the_two_checks_find(
+    tmp_path: Path, edit: str | None
+) -> None:
+    from ledger.integrity.verify import verify_ledger
+    from ledger.report.hashes import check_hashes
+    from ledger.report.verification import verify_rows
+
+    events = cases("r1")
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(events)
+    if edit is not None:
+        target = next(e for e in events if e.kind == "action" and e.reason == "asked")
+        conn = sqlite3.connect(path)
+        conn.execute(edit.replace(":i", "?"), (str(target.event_id),))
+        conn.commit()
+        conn.close()
+    with SQLiteSink(path) as sink:
+        hashes, log = verify_rows(sink)
+        assert hashes == check_hashes(sink)
+        assert log is not None and log == verify_ledger(sink, None)
+        assert log.ok is (edit is None) and (hashes.mismatch_count == 0) is (edit is None)
+        assert hashes.checked == len(events)

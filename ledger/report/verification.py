@@ -1,0 +1,113 @@
+"""Every per-row check of a ledger in one streaming pass: content hashes and the Merkle log.
+
+>>> hashes, log = verify_rows(reader)                    # doctest: +SKIP
+>>> hashes.mismatch_count, log.ok                        # doctest: +SKIP
+(0, True)
+
+The content-hash check (:mod:`ledger.report.hashes`) and the tamper-evident log's check
+(:func:`ledger.integrity.verify.verify_ledger`) both read every row as stored. On a SQL
+ledger this reads each row once: one paged query in commit order hands each row to both
+checks (the log's check gets the row's bytes and leaf index, the hash check its JSON,
+content hash and filter columns). Memory is that of one page. A reader that is not a SQL
+sink gets the content-hash check alone (:func:`~ledger.report.hashes.check_hashes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledger.integrity.checkpoint import TreeHead
+from ledger.integrity.note import NoteVerifier
+from ledger.integrity.verify import LeafRow, LeafSource, VerifyResult, verify_ledger
+from ledger.report.hashes import HashCheck, HashTally, check_hashes, verify_row
+from ledger.sinks.base import Reader
+from ledger.sinks.rows import FILTER_COLUMNS
+from ledger.sinks.sql import SQLReader, stored_json
+
+__all__ = ["verify_rows"]
+
+_PAGE = 5000
+
+
+class _CheckedLeaves:
+    """A SQL sink as a :class:`LeafSource` whose rows are content-hash checked as the
+    log's check reads them."""
+
+    def __init__(self, reader: SQLReader, source: LeafSource) -> None:
+        self._reader = reader
+        self._source = source
+        self.tally = HashTally()
+        self._read = False
+
+    def leaf_rows(self) -> Iterator[LeafRow]:
+        """The rows in commit order; the first reading checks their content hashes (a
+        second one, to name a finding, reads them plainly)."""
+        if self._read:
+            yield from self._source.leaf_rows()
+            return
+        self._read = True
+        t = self._reader._table
+        columns = [t.c.seq, t.c.event_id, t.c.leaf_index, *(t.c[n] for n in FILTER_COLUMNS)]
+        cursor: int | None = None
+        tally = self.tally
+        while True:
+            with self._reader._reading() as conn:
+                query = sa.select(*columns, stored_json(t, conn.dialect.name), t.c.content_hash)
+                if cursor is not None:
+                    query = query.where(t.c.seq > cursor)
+                rows = conn.execute(query.order_by(t.c.seq).limit(_PAGE)).all()
+            for row in rows:
+                seq, event_id, index = row[0], row[1], row[2]
+                raw, stored = row[-2], row[-1]
+                found = dict(zip(FILTER_COLUMNS, row[3:-2], strict=True))
+                _, computed, problem = verify_row(event_id, raw, stored, found)
+                tally.add(event_id, found["run_id"], stored, computed, problem)
+                data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
+                yield LeafRow(
+                    seq=int(seq),
+                    event_id=str(event_id),
+                    leaf_index=None if index is None else int(index),
+                    data=data,
+                )
+            if len(rows) < _PAGE:
+                return
+            cursor = rows[-1][0]
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        return self._source.stored_head()
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        return self._source.stored_leaf_hashes()
+
+    def checkpoint_notes(self) -> list[str]:
+        return self._source.checkpoint_notes()
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        return self._source.stored_consistency_proof(old_size, new_size)
+
+    def count_rows(self) -> int:
+        return self._source.count_rows()
+
+
+def verify_rows(
+    reader: Reader,
+    verifiers: Iterable[NoteVerifier] | None = None,
+    checkpoints: Iterable[str] = (),
+    *,
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> tuple[HashCheck, VerifyResult | None]:
+    """``(content-hash check, log check)`` of every row of ``reader``, in one pass over
+    the rows of a SQL ledger; the log check is None for a reader that keeps no log.
+
+    ``verifiers``, ``checkpoints``, ``progress`` and ``options`` (``labels``,
+    ``origin``) are :func:`~ledger.integrity.verify.verify_ledger`'s.
+    """
+    if isinstance(reader, SQLReader) and isinstance(reader, LeafSource):
+        leaves = _CheckedLeaves(reader, reader)
+        result = verify_ledger(leaves, verifiers, checkpoints, progress=progress, **options)
+        return leaves.tally.result(), result
+    return check_hashes(reader), None
