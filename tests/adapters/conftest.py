@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 SERVERS = Path(__file__).parent / "servers"
+# the MCP servers the tests start are programs, not test modules (nor doctests)
+collect_ignore_glob = ["servers/*"]
 
 
 def git(repo: Path, *args: str) -> str:

@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
-STATE = Path(sys.argv[1])
+STATE = Path(sys.argv[1]) if __name__ == "__main__" else Path(".")
 
 
 def _tools() -> list[types.Tool]:

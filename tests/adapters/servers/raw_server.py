@@ -20,10 +20,14 @@ def reply(msg_id: object, result: object = None, error: object = None) -> None:
     sys.stdout.flush()
 
 
-for line in sys.stdin:
-    msg = json.loads(line)
+def main() -> None:
+    for line in sys.stdin:
+        serve(json.loads(line))
+
+
+def serve(msg: dict[str, object]) -> None:
     if "id" not in msg:
-        continue
+        return
     method = msg.get("method")
     if method == "initialize":
         reply(
@@ -40,3 +44,7 @@ for line in sys.stdin:
         reply(msg["id"], {"content": "not a list", "isError": "maybe"})
     else:
         reply(msg["id"], error={"code": -32601, "message": f"no method {method}"})
+
+
+if __name__ == "__main__":
+    main()
