@@ -153,7 +153,7 @@ async def measure(sc: Scenario, calls: int, rounds: int, directory: Path) -> lis
             Client(safe_gw.server) as safe,
             Client(unsafe_gw.server) as unsafe,
         ):
-            one_run = {SESSION_META_KEY: "bench"}  # the calls of each side form one run
+            one_run: Any = {SESSION_META_KEY: "bench"}  # the calls of each side form one run
             sides: dict[str, Callable[[], Awaitable[object]]] = {
                 "direct": lambda: direct.call_tool(sc.safe_tool, sc.safe_args),
                 "direct, non-safe tool": lambda: direct.call_tool(sc.unsafe_tool, sc.unsafe_args),

@@ -16,7 +16,7 @@ try:
 except ModuleNotFoundError:  # run from a checkout without installing: use the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -58,7 +58,7 @@ def main(db: Path) -> None:
         g.add_conditional_edges("model", lambda s: "tools" if s["messages"][-1].tool_calls else END)
         g.add_edge("tools", "model")
         with gate.run("tidy the notes", agent_path="langgraph") as run:
-            out = g.compile().invoke({"messages": [("user", "tidy the notes")]})
+            out = g.compile().invoke({"messages": [HumanMessage("tidy the notes")]})
         for m in out["messages"]:
             if isinstance(m, ToolMessage):
                 print(f"{m.name}: [{m.status}] {m.content}")

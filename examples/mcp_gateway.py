@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 try:
     import ledger  # noqa: F401
@@ -54,11 +55,12 @@ async def main(workdir: Path) -> None:
             command=sys.executable, args=["-m", "mcp_server_git"], env=dict(os.environ)
         )
         async with McpGateway(gate, server) as gateway, Client(gateway.server, mode="legacy") as c:
-            for tool, args in [
+            calls: list[tuple[str, dict[str, Any]]] = [
                 ("git_status", {}),
                 ("git_add", {"files": ["notes.txt"]}),
                 ("git_commit", {"message": "sneaky"}),
-            ]:
+            ]
+            for tool, args in calls:
                 result = await c.call_tool(tool, {"repo_path": str(repo), **args})
                 text = "".join(getattr(b, "text", "") for b in result.content)
                 print(f"{tool:<12} {'ERROR ' if result.is_error else ''}{text.splitlines()[0]}")

@@ -89,7 +89,7 @@ def test_one_run_per_agent_run_and_a_denial_is_an_error_tool_message(
         assert msgs["tc-read"].content == "contents of notes.txt"
         denied = msgs["tc-write"]
         assert denied.status == "error"
-        assert denied.content.startswith("agentledger denied this call: ")
+        assert str(denied.content).startswith("agentledger denied this call: ")
         assert WRITTEN == []
         chain = sink.chain(run.run_id)
         assert [a.call_id for a in chain.actions] == ["tc-write"]

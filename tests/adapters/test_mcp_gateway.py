@@ -111,7 +111,7 @@ def test_git_reads_are_served_and_a_denied_commit_changes_nothing(
 
 def test_every_non_safe_git_tool_is_denied_by_default(repo: Path, tmp_path: Path) -> None:
     before = repo_state(repo)
-    args = {
+    args: dict[str, dict[str, Any]] = {
         "git_commit": {"message": "m"},
         "git_add": {"files": ["new.txt"]},
         "git_reset": {},

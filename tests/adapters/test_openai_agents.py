@@ -152,7 +152,10 @@ def test_gate_agent_gates_handoff_agents() -> None:
     gated = gate_agent(gate, main)
     (h,) = gated.handoffs
     assert isinstance(h, Agent) and h is not helper
-    assert all(getattr(t.on_invoke_tool, "_agentledger_gate", None) is gate for t in h.tools)
+    assert all(
+        getattr(getattr(t, "on_invoke_tool", None), "_agentledger_gate", None) is gate
+        for t in h.tools
+    )
     assert main.tools[0] is read_file  # the original agent is left as it was
 
 

@@ -79,7 +79,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
                 )
             )
             return types.InputRequiredResult(input_requests={"ok": ask}, request_state="round-1")
-        return types.CallToolResult(content=text(f"confirmed: {answer.content}"))
+        return types.CallToolResult(content=text(f"confirmed: {getattr(answer, 'content', None)}"))
     if params.name == "crash":
         os._exit(3)
     if params.name == "hang":
