@@ -30,6 +30,7 @@ __all__ = [
     "QueryError",
     "RecordError",
     "ReplayError",
+    "RetentionError",
     "SchemaVersionError",
     "SinkClosed",
     "StorageError",
@@ -128,6 +129,15 @@ class IntegrityError(LedgerError):
     the right key, origin and tree head, fetch the proof or checkpoint again, and treat
     a failure that persists as evidence of tampering (keep the inputs for forensics).
     """
+
+
+# --- retention, legal holds, erasure --------------------------------------------------
+
+
+class RetentionError(LedgerError):
+    """A retention rule refused the request (an erasure inside the floor or under a
+    legal hold, a floor lowered without a signed change, an unknown hold or run);
+    nothing was changed. The message names the rule and what to do."""
 
 
 # --- the gate ------------------------------------------------------------------------

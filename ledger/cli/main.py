@@ -38,6 +38,7 @@ from ledger.cli import forensics as cli_forensics
 from ledger.cli import integrity as cli_integrity
 from ledger.cli import mcp as cli_mcp
 from ledger.cli import report as cli_report
+from ledger.cli import retention as cli_retention
 from ledger.cli import typed as cli_typed
 from ledger.cli import ui as cli_ui
 
@@ -150,6 +151,7 @@ cli_mcp.register(cli)
 cli_integrity.register(cli)
 cli_export.register(cli)
 cli_ui.register(cli)
+cli_retention.register(cli)
 
 
 def _debugging() -> bool:

@@ -27,6 +27,7 @@ from ulid import ULID
 from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_bytes
 from ledger.errors import ValidationError
 from ledger.ids import coerce_event_id, ulid_text
+from ledger.model.erasure import Erasure
 from ledger.model.values import INT64_MAX, JSON_WS, Actor, Approval, Kind, Ref, RefSource, Verdict
 from ledger.timefmt import coerce_time, format_time
 
@@ -70,6 +71,8 @@ class EventFields(Protocol):
     def actor(self) -> Actor | None: ...
     @property
     def approval(self) -> Approval | None: ...
+    @property
+    def erased(self) -> Erasure | None: ...
 
 
 E = TypeVar("E", bound=EventFields)
@@ -93,7 +96,7 @@ _RAW_FIELDS = ("args", "result")
 _KNOWN = frozenset(
     ("event_id", "refs", "time", "duration_ms", "args", "result", "run_id", "call_id",
      "agent_path", "kind", "tool", "label", "preview", "verdict", "reason", "err",
-     "actor", "approval")
+     "actor", "approval", "erased")
 )  # fmt: skip
 _STR_FIELDS = (
     "run_id", "call_id", "agent_path", "kind", "tool", "label", "preview", "verdict",
@@ -160,6 +163,8 @@ def _members(ev: EventFields, event_id: str, time: str) -> dict[str, Any]:
         out["actor"] = ev.actor.to_dict()
     if ev.approval is not None:
         out["approval"] = approval_dict(ev.approval)
+    if ev.erased is not None:  # a tombstone (ledger.model.erasure)
+        out["erased"] = ev.erased.to_dict()
     return out
 
 
@@ -326,7 +331,7 @@ def _event_from_json(cls: type[E], text: str | bytes) -> E:
             if not isinstance(value, list):
                 raise ValidationError(f"refs: expected an array, got {type(value).__name__}")
             kwargs[key] = value
-        elif key in ("duration_ms", "actor", "approval"):
+        elif key in ("duration_ms", "actor", "approval", "erased"):
             kwargs[key] = value
     return cls(**kwargs)
 
@@ -387,10 +392,11 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     except ValidationError:
         return None
     args, result = get("args", _ABSENT), get("result", _ABSENT)
-    who, approval = get("actor"), get("approval")
+    who, approval, gone = get("actor"), get("approval"), get("erased")
     try:
         actor = None if who is None else Actor.from_dict(who)
         approved = None if approval is None else Approval.from_dict(approval)
+        erased = None if gone is None else Erasure.from_dict(gone)
     except (ValidationError, TypeError):
         return None
     if (actor is not None and not actor) or (
@@ -409,6 +415,7 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     set_(ev, "duration_ms", duration)
     set_(ev, "actor", actor)
     set_(ev, "approval", approved)
+    set_(ev, "erased", erased)
     set_(ev, "args", None if args is _ABSENT else orjson.dumps(args).decode("utf-8"))
     set_(ev, "result", None if result is _ABSENT else orjson.dumps(result).decode("utf-8"))
     return ev

@@ -24,6 +24,7 @@ from ulid import ULID
 from ledger.errors import ValidationError
 from ledger.ids import coerce_event_id, new_event_id
 from ledger.model.codec import event_from_json, event_to_json
+from ledger.model.erasure import Erasure
 from ledger.model.values import (
     INT64_MAX,
     Actor,
@@ -53,7 +54,9 @@ class Event:
     (:class:`~ledger.model.values.Actor`: the principal the run acts for, the agent's id
     and version) and ``approval`` (:class:`~ledger.model.values.Approval`: who approved
     the call, when, why). Both are left out of the JSON when empty, so events written
-    before them read back unchanged and the reference reads ours.
+    before them read back unchanged and the reference reads ours. A third, ``erased``
+    (:class:`~ledger.model.erasure.Erasure`), is set only on an erased event (a
+    tombstone, see :mod:`ledger.model.erasure`): which fields were removed, and why.
     """
 
     kind: Kind
@@ -74,6 +77,7 @@ class Event:
     duration_ms: int
     actor: Actor | None
     approval: Approval | None
+    erased: Erasure | None
 
     def __init__(
         self,
@@ -96,6 +100,7 @@ class Event:
         duration_ms: int = 0,
         actor: Actor | Mapping[str, str] | None = None,
         approval: Approval | Mapping[str, Any] | None = None,
+        erased: Erasure | Mapping[str, Any] | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "kind", enum_value(Kind, kind, "kind"))
@@ -117,6 +122,9 @@ class Event:
         who = None if actor is None else Actor.from_dict(actor)
         set_(self, "actor", who or None)  # an empty actor is no actor
         set_(self, "approval", None if approval is None else Approval.from_dict(approval))
+        if erased is not None and not isinstance(erased, Erasure):
+            erased = Erasure.from_dict(erased)
+        set_(self, "erased", erased)
 
     @property
     def principal(self) -> str:

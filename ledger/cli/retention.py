@@ -1,0 +1,370 @@
+"""Retention, legal holds and erasure on the command line.
+
+::
+
+    ledger retention set --db URL --keep 400d --floor 180d --reason "records policy v3"
+    ledger retention show --db URL
+    ledger hold add --db URL --run RUN_ID --reason "litigation 2026-044"
+    ledger hold add --db URL --since 2026-01-01 --until 2026-04-01 --reason "audit"
+    ledger hold list --db URL
+    ledger hold release HOLD_ID --db URL --reason "case closed"
+    ledger erase --db URL --run RUN_ID --reason "GDPR Art. 17 request 42" [--dry-run]
+    ledger erase --db URL --before 2025-01-01 --reason "expired" [--field args --field result]
+    ledger db vacuum --db URL
+
+Each command is a thin layer over :class:`ledger.retention.Retention` (and
+:func:`ledger.retention.vacuum.vacuum`). A refused request (inside the floor, under a
+hold, an unknown run, a malformed date, an empty reason) prints one line and exits 1
+with nothing changed; a usage error exits 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger.cli.common import db_option, emit_json, human_time, json_option, stdout
+from ledger.errors import ValidationError
+
+__all__ = ["register"]
+
+
+def _key_text(value: str) -> str:
+    """A key given as its text or as the path of a file holding it."""
+    path = Path(value)
+    if "+" in value and not path.exists():
+        return value.strip()
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise click.BadParameter(f"{value}: cannot read the key file ({exc.strerror})") from None
+
+
+@contextmanager
+def _retention(url: str, *, write: bool) -> Iterator[Any]:
+    from ledger.retention import Retention
+    from ledger.sinks.opening import open_reader, open_sink
+    from ledger.sinks.url import parse_url
+
+    parsed = parse_url(url)
+    if parsed.scheme not in ("sqlite", "postgresql"):
+        raise ValidationError(
+            f"{parsed.shown}: retention works on a SQL ledger (sqlite:///FILE or "
+            "postgresql://...); a JSONL file cannot be erased in place"
+        )
+    sink: Any = open_sink(url) if write else open_reader(url)
+    try:
+        yield Retention(sink)
+    finally:
+        sink.close()
+
+
+def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    from ledger.retention import parse_date
+
+    if value is None:
+        return None
+    try:
+        return parse_date(value, what=f"--{param.name}")
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+_reason = click.option("--reason", required=True, help="Why (required, recorded in the log).")
+_by = click.option(
+    "--by", default=None, metavar="NAME",
+    help="Who is acting (default: $LEDGER_OPERATOR, else the login name).",
+)  # fmt: skip
+
+
+# --- ledger retention ------------------------------------------------------------------
+
+
+@click.group(short_help="The retention policy: keep, floor (set, show).")
+def retention() -> None:
+    """The retention policy stored in the ledger: events older than KEEP may be erased;
+    nothing younger than the FLOOR can be erased or pruned."""
+
+
+@retention.command("set", short_help="Set keep and floor (raising the floor is free).")
+@db_option
+@click.option("--keep", required=True, metavar="DURATION", help="e.g. 400d, 52w, 2y.")
+@click.option("--floor", default=None, metavar="DURATION", help="e.g. 180d (default: unchanged).")
+@click.option(
+    "--policy-key", "policy_keys", multiple=True, metavar="VKEY",
+    help="A verifier key (text or file) allowed to sign lowering the floor (repeatable).",
+)  # fmt: skip
+@click.option("--key", "signer_key", default=None, metavar="FILE",
+              help="Signer key that signs this change (needed to lower the floor).")  # fmt: skip
+@_reason
+@_by
+@json_option
+def retention_set(
+    db: str,
+    keep: str,
+    floor: str | None,
+    policy_keys: tuple[str, ...],
+    signer_key: str | None,
+    reason: str,
+    by: str | None,
+    as_json: bool,
+) -> None:
+    """Set the retention policy; the change is recorded (and, to lower the floor,
+    signed by a policy key)."""
+    from ledger.integrity.note import Signer
+
+    signer = None if signer_key is None else Signer.from_key(_key_text(signer_key))
+    keys = [_key_text(k) for k in policy_keys] or None
+    with _retention(db, write=True) as r:
+        state = r.set_policy(keep=keep, floor=floor, keys=keys, signer=signer, reason=reason, by=by)
+    if as_json:
+        emit_json(state.to_dict())
+        return
+    p = state.policy.to_dict()
+    click.echo(f"retention policy v{state.version}: keep {p['keep']}, floor {p['floor']}")
+
+
+@retention.command("show", short_help="The policy in force and its history.")
+@db_option
+@json_option
+def retention_show(db: str, as_json: bool) -> None:
+    """The retention policy in force, its history, the holds standing."""
+    with _retention(db, write=False) as r:
+        history = r.policies()
+        holds = r.holds()
+    if as_json:
+        emit_json(
+            {
+                "policy": history[-1].to_dict() if history else None,
+                "history": [s.to_dict() for s in history],
+                "holds": [h.to_dict() for h in holds],
+            }
+        )
+        return
+    if not history:
+        click.echo("no retention policy set (nothing may be erased until one is)")
+        return
+    out = stdout()
+    current = history[-1]
+    p = current.policy.to_dict()
+    out.print(f"keep {p['keep']}, floor {p['floor']} (version {current.version})", soft_wrap=True)
+    for s in history:
+        d = s.policy.to_dict()
+        signed = f", signed by {s.signed_by}" if s.signed_by else ""
+        out.print(
+            f"  v{s.version} {human_time(s.set_at)} by {s.set_by}: keep {d['keep']}, "
+            f"floor {d['floor']}{signed}: {s.reason}",
+            soft_wrap=True,
+            markup=False,
+        )
+    out.print(f"legal holds standing: {len(holds)}")
+
+
+# --- ledger hold ---------------------------------------------------------------------
+
+
+@click.group(short_help="Legal holds: add, release, list.")
+def hold() -> None:
+    """Legal holds: while one stands, no event it covers can be erased."""
+
+
+@hold.command("add", short_help="Hold a run, or a time range.")
+@db_option
+@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Hold this run.")
+@click.option("--since", callback=_date, metavar="DATE", help="Hold events from this time.")
+@click.option("--until", callback=_date, metavar="DATE", help="Hold events before this time.")
+@_reason
+@_by
+@json_option
+def hold_add(
+    db: str,
+    run_id: str | None,
+    since: Any,
+    until: Any,
+    reason: str,
+    by: str | None,
+    as_json: bool,
+) -> None:
+    """Place a legal hold on a run (--run) or a time range (--since/--until)."""
+    with _retention(db, write=True) as r:
+        h = r.add_hold(run_id=run_id, since=since, until=until, reason=reason, by=by)
+    if as_json:
+        emit_json(h.to_dict())
+        return
+    click.echo(f"hold {h.hold_id} on {h.describe()}")
+
+
+@hold.command("release", short_help="Release a hold by its id.")
+@click.argument("hold_id")
+@db_option
+@_reason
+@_by
+@json_option
+def hold_release(hold_id: str, db: str, reason: str, by: str | None, as_json: bool) -> None:
+    """Release the legal hold HOLD_ID (recorded in the log)."""
+    with _retention(db, write=True) as r:
+        h = r.release_hold(hold_id, reason=reason, by=by)
+    if as_json:
+        emit_json(h.to_dict())
+        return
+    click.echo(f"released hold {h.hold_id} ({h.describe()})")
+
+
+@hold.command("list", short_help="The holds standing (--all: released ones too).")
+@db_option
+@click.option("--all", "show_all", is_flag=True, help="Include released holds.")
+@json_option
+def hold_list(db: str, show_all: bool, as_json: bool) -> None:
+    """List legal holds."""
+    with _retention(db, write=False) as r:
+        holds = r.holds(released=show_all)
+    if as_json:
+        emit_json([h.to_dict() for h in holds])
+        return
+    if not holds:
+        click.echo("no legal holds" + ("" if show_all else " standing"))
+    for h in holds:
+        state = "active" if h.active else f"released {human_time(h.released)}"
+        click.echo(
+            f"{h.hold_id}  {h.describe()}  {state}  by {h.created_by} "
+            f"{human_time(h.created)}: {h.reason}"
+        )
+
+
+# --- ledger erase ----------------------------------------------------------------------
+
+
+@click.command(short_help="Erase events (tombstones keep the log verifiable).")
+@db_option
+@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Erase this run.")
+@click.option("--before", callback=_date, metavar="DATE", help="Erase events before DATE.")
+@click.option("--expired", is_flag=True, help="Erase events older than the policy's keep.")
+@click.option("--event", "event_ids", multiple=True, metavar="ID", help="Erase this event.")
+@click.option(
+    "--field", "fields", multiple=True, metavar="NAME",
+    help="Erase only this field (repeatable, e.g. --field args --field result).",
+)  # fmt: skip
+@_reason
+@_by
+@click.option("--dry-run", is_flag=True, help="List what would be erased; change nothing.")
+@json_option
+def erase(
+    db: str,
+    run_id: str | None,
+    before: Any,
+    expired: bool,
+    event_ids: tuple[str, ...],
+    fields: tuple[str, ...],
+    reason: str,
+    by: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Erase the selected events: each one's stored bytes become a tombstone that keeps
+    its leaf hash, id, run, kind and time, and an erasure record is appended to the log.
+    Refused, with nothing changed, inside the floor or under a hold."""
+    from ledger.model.erasure import ALL_FIELDS
+    from ledger.retention import Selected, Selection, require_reason
+    from ledger.timefmt import format_time, utc_now
+
+    try:
+        require_reason(reason, "--reason")
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--reason") from None
+    chosen = sum((run_id is not None, before is not None, bool(event_ids), expired))
+    if chosen != 1:
+        raise click.UsageError(
+            "select exactly one of --run RUN_ID, --before DATE, --expired or --event ID"
+        )
+    lines: list[dict[str, Any]] = []
+
+    def each(s: Selected) -> None:
+        if as_json:
+            lines.append(s.to_dict())
+        elif dry_run:
+            mark = " (already erased)" if s.already else ""
+            click.echo(
+                f"{s.event_id}  {s.run_id or '-'}  {s.kind}  {s.tool or '-'}  "
+                f"{format_time(s.time)}{mark}"
+            )
+
+    with _retention(db, write=True) as r:
+        if expired:
+            state = r.policy()
+            if state is None:
+                raise ValidationError(
+                    "--expired: no retention policy is set; set one with `ledger retention set`"
+                )
+            before = state.policy.expired_before(utc_now())
+        if run_id is not None:
+            selection = Selection.of_run(run_id)
+        elif before is not None:
+            selection = Selection.older_than(before)
+        else:
+            selection = Selection.of_events(list(event_ids))
+        outcome = r.erase(
+            selection,
+            reason=reason,
+            by=by,
+            fields=fields or ALL_FIELDS,
+            dry_run=dry_run,
+            each=each,
+        )
+    if as_json:
+        emit_json({**outcome.to_dict(), "events": lines})
+        return
+    what = selection.describe()
+    if dry_run:
+        click.echo(
+            f"dry run: would erase {outcome.erased} event(s) of {what}"
+            + (f" ({outcome.already} already erased)" if outcome.already else "")
+            + "; nothing was changed"
+        )
+    elif outcome.erased == 0:
+        click.echo(f"nothing to erase in {what} ({outcome.already} already erased)")
+    else:
+        click.echo(
+            f"erased {outcome.erased} event(s) of {what}; erasure record {outcome.record_id}"
+        )
+
+
+# --- ledger db vacuum ------------------------------------------------------------------
+
+
+@click.command("vacuum", short_help="Reclaim the space of erased rows (VACUUM).")
+@db_option
+@json_option
+def db_vacuum(db: str, as_json: bool) -> None:
+    """SQLite VACUUM / PostgreSQL VACUUM: reclaims the space erased rows left. Deletes no
+    row, so nothing the floor or a hold protects is touched."""
+    from ledger.retention.vacuum import vacuum
+    from ledger.sinks.opening import open_sink
+
+    with _retention(db, write=True):
+        pass  # refuses a JSONL ledger; the schema is current
+    sink: Any = open_sink(db)
+    try:
+        outcome = vacuum(sink)
+    finally:
+        sink.close()
+    if as_json:
+        emit_json(outcome.to_dict())
+        return
+    click.echo(
+        f"vacuum: {outcome.size_before} -> {outcome.size_after} bytes "
+        f"({outcome.freed_bytes} freed), {outcome.rows} rows kept"
+    )
+
+
+def register(group: click.Group) -> None:
+    """Add ``retention``, ``hold``, ``erase`` and ``db vacuum`` to ``group``."""
+    group.add_command(retention)
+    group.add_command(hold)
+    group.add_command(erase)
+    db_group = group.commands.get("db")
+    if isinstance(db_group, click.Group):
+        db_group.add_command(db_vacuum)

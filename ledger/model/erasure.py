@@ -1,0 +1,238 @@
+"""What an erased event keeps: the ``erased`` member of a tombstone, and the rule that
+reads one back from stored bytes.
+
+>>> from ledger.model.event import Event
+>>> ev = Event(kind="action", run_id="r1", call_id="c1", tool="send_mail",
+...            args={"to": "alice@example.com"}, verdict="allowed")
+>>> gone = erase_fields(ev, fields=ALL_FIELDS, leaf_hash="ab" * 32,
+...                     record="01JDX0S1ZQ9T4W8M3V6K2N7B5C", reason="GDPR Art. 17 request 42")
+>>> gone.args is None, gone.tool, gone.erased.reason
+(True, 'send_mail', 'GDPR Art. 17 request 42')
+>>> tombstone_of(gone.to_json().encode()).leaf_hash == bytes.fromhex("ab" * 32)
+True
+
+An erasure (``ledger erase``) replaces an event's stored bytes with a *tombstone*: the
+same event with its content fields removed and one more member, ``erased``::
+
+    "erased": {"fields": ["args", "result"],         the fields that were removed
+               "leaf_hash": "<64 hex>",               the event's original leaf hash
+               "records": ["<erasure record id>"],    the erasures that removed them
+               "reason": "GDPR Art. 17 request 42"}   the latest erasure's reason
+
+What a tombstone always keeps (:data:`KEPT_FIELDS`): the event id, run id, call id,
+time, kind, tool, verdict and duration, so chains still pair intents with results and
+reports still count actions and denials. A field-level erasure removes only the fields
+named (``args`` and ``result``, say); a whole erasure removes every field of
+:data:`ALL_FIELDS`. The leaf hash is the one the Merkle log stored for the event when it
+was committed (its level-0 node), so the tree, its checkpoints and every proof still
+verify; ``ledger verify`` takes an erased row's leaf from there and requires an erasure
+record in the log (an ``action`` of tool :data:`ERASE_TOOL`, whose arguments carry the
+:func:`erasure_digest` of the rows it erased) for each tombstone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import orjson
+
+from ledger.errors import ValidationError
+
+__all__ = [
+    "ALL_FIELDS",
+    "ERASE_TOOL",
+    "KEPT_FIELDS",
+    "Erasure",
+    "Tombstone",
+    "erase_fields",
+    "erasure_digest",
+    "record_summary",
+    "tombstone_of",
+]
+
+ERASE_TOOL = "ledger.erase"
+"""The tool name of an erasure record (an ``action`` the ledger appends to its own log)."""
+
+ALL_FIELDS = (
+    "refs", "agent_path", "label", "preview", "args", "reason", "result", "err", "actor",
+    "approval",
+)  # fmt: skip
+"""Every field an erasure can remove; erasing an event whole removes all of them."""
+
+KEPT_FIELDS = ("event_id", "run_id", "call_id", "time", "kind", "tool", "verdict", "duration_ms")
+"""What a tombstone always keeps: the structure chains and reports are built from."""
+
+_EMPTY: dict[str, Any] = {
+    "refs": (), "agent_path": "", "label": "", "preview": "", "args": None, "reason": "",
+    "result": None, "err": "", "actor": None, "approval": None,
+}  # fmt: skip
+_MARK = b'"erased":{'
+
+
+class _Erasable(Protocol):
+    """An event as :func:`erase_fields` needs it (``ledger.model.event.Event``)."""
+
+    @property
+    def event_id(self) -> object: ...
+    @property
+    def erased(self) -> Erasure | None: ...
+    def replace(self, **changes: Any) -> Any: ...
+
+
+E = TypeVar("E", bound=_Erasable)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Erasure:
+    """The ``erased`` member of a tombstone.
+
+    ``fields``: the erased field names (in :data:`ALL_FIELDS` order); ``leaf_hash``: the
+    event's leaf hash as 64 lowercase hex digits; ``records``: the event ids of the
+    erasure records that removed them, oldest first; ``reason``: the latest reason.
+    """
+
+    fields: tuple[str, ...]
+    leaf_hash: str
+    records: tuple[str, ...]
+    reason: str
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.fields if f not in ALL_FIELDS]
+        if unknown or not self.fields:
+            raise ValidationError(
+                f"erased.fields: {list(self.fields)!r} must name fields among "
+                f"{', '.join(ALL_FIELDS)}"
+            )
+        if len(self.leaf_hash) != 64 or self.leaf_hash.strip("0123456789abcdef"):
+            raise ValidationError(f"erased.leaf_hash: {self.leaf_hash!r} is not 64 hex digits")
+        if not self.records or not all(isinstance(r, str) and len(r) == 26 for r in self.records):
+            raise ValidationError(f"erased.records: {self.records!r} must be event ids")
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ValidationError("erased.reason: an erasure needs a non-empty reason")
+
+    @property
+    def whole(self) -> bool:
+        """True when every erasable field is gone (the event was erased whole)."""
+        return set(self.fields) == set(ALL_FIELDS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON member, in a fixed order."""
+        return {
+            "fields": list(self.fields),
+            "leaf_hash": self.leaf_hash,
+            "records": list(self.records),
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, value: object) -> Erasure:
+        """Read the ``erased`` member back (``ValidationError`` when malformed)."""
+        if not isinstance(value, Mapping):
+            raise ValidationError(f"erased: expected an object, got {type(value).__name__}")
+        fields, records = value.get("fields"), value.get("records")
+        leaf, reason = value.get("leaf_hash"), value.get("reason")
+        if (
+            not isinstance(fields, list)
+            or not isinstance(records, list)
+            or not isinstance(leaf, str)
+            or not isinstance(reason, str)
+            or set(value) != {"fields", "leaf_hash", "records", "reason"}
+        ):
+            raise ValidationError(
+                "erased: expected {fields: [...], leaf_hash: hex, records: [...], reason: text}"
+            )
+        return cls(fields=tuple(fields), leaf_hash=leaf, records=tuple(records), reason=reason)
+
+
+def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str, reason: str) -> E:
+    """``event`` with ``fields`` removed and its ``erased`` member set (merged with an
+    earlier erasure of the same event: the union of the fields, the records in order).
+
+    ``leaf_hash`` is the event's original leaf hash (hex); an earlier erasure's must be
+    the same (``ValidationError`` otherwise).
+    """
+    wanted = set(fields)
+    unknown = sorted(wanted - set(ALL_FIELDS))
+    if unknown:
+        raise ValidationError(
+            f"cannot erase {', '.join(unknown)}: erasable fields are {', '.join(ALL_FIELDS)} "
+            f"({', '.join(KEPT_FIELDS)} are always kept)"
+        )
+    before = event.erased
+    records: tuple[str, ...] = (record,)
+    if before is not None:
+        if before.leaf_hash != leaf_hash:
+            raise ValidationError(
+                f"event {event.event_id}: its tombstone keeps leaf hash {before.leaf_hash}, "
+                f"not {leaf_hash}; the row was changed outside the ledger"
+            )
+        wanted |= set(before.fields)
+        records = (*before.records, record)
+    ordered = tuple(f for f in ALL_FIELDS if f in wanted)
+    erasure = Erasure(fields=ordered, leaf_hash=leaf_hash, records=records, reason=reason)
+    erased: E = event.replace(**{f: _EMPTY[f] for f in ordered}, erased=erasure)
+    return erased
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tombstone:
+    """What verification reads from a tombstone's bytes."""
+
+    leaf_hash: bytes
+    records: tuple[str, ...]
+    fields: tuple[str, ...]
+
+
+def tombstone_of(data: bytes) -> Tombstone | None:
+    """The tombstone in the stored bytes ``data``, or None when they hold an ordinary
+    event (or are not an event at all). Cheap for ordinary rows: a byte search first."""
+    if _MARK not in data:
+        return None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or "erased" not in obj:
+        return None
+    try:
+        erasure = Erasure.from_dict(obj["erased"])
+    except ValidationError:
+        return None
+    return Tombstone(
+        leaf_hash=bytes.fromhex(erasure.leaf_hash), records=erasure.records, fields=erasure.fields
+    )
+
+
+def erasure_digest(rows: Iterable[tuple[int, bytes]]) -> str:
+    """The digest an erasure record carries of the rows it erased: SHA-256 over each
+    ``(leaf index, leaf hash)`` in leaf order, the index as 8 bytes big-endian, as hex.
+
+    >>> erasure_digest([])
+    'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
+    """
+    h = hashlib.sha256()
+    for index, leaf in rows:
+        h.update(index.to_bytes(8, "big") + leaf)
+    return h.hexdigest()
+
+
+def record_summary(data: bytes) -> tuple[int, str] | None:
+    """``(rows erased, digest)`` from the stored bytes of an erasure record (an
+    ``action`` of tool :data:`ERASE_TOOL` whose ``args`` hold ``events`` and
+    ``digest``), or None when ``data`` is not one."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != ERASE_TOOL:
+        return None
+    args = obj.get("args")
+    if type(args) is not dict:
+        return None
+    count, digest = args.get("events"), args.get("digest")
+    if type(count) is not int or type(digest) is not str:
+        return None
+    return count, digest

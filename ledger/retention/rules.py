@@ -1,0 +1,257 @@
+"""The retention rules, pure: durations, the policy (keep, floor), legal holds, and what
+an erasure may touch.
+
+>>> parse_duration("400d")
+datetime.timedelta(days=400)
+>>> p = Policy(keep=parse_duration("400d"), floor=parse_duration("180d"))
+>>> p.cutoff(datetime(2026, 12, 1, tzinfo=UTC))
+datetime.datetime(2026, 6, 4, 0, 0, tzinfo=datetime.timezone.utc)
+>>> change_kind(p, Policy(keep=p.keep, floor=parse_duration("200d")))
+'raise'
+
+* ``keep``: events older than this may be erased as *expired* (``ledger erase
+  --expired``); younger ones may still be erased on request (GDPR Art. 17) as long as
+  they are older than the floor.
+* ``floor``: nothing younger than it can be erased or pruned, whatever the caller asks.
+  It can be raised freely; lowering it needs a policy change signed by one of the
+  policy's keys (:func:`change_kind` says which change is which).
+* A legal hold (:class:`Hold`) covers a run, or a time range (either end open); while it
+  stands, no event it covers can be erased.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ledger.errors import RetentionError, ValidationError
+
+__all__ = [
+    "Hold",
+    "Policy",
+    "change_kind",
+    "format_duration",
+    "parse_date",
+    "parse_duration",
+    "require_reason",
+]
+
+_DURATION = re.compile(r"^(\d{1,7})([hdwy])$")
+_UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1),
+         "y": timedelta(days=365)}  # fmt: skip
+_MAX = timedelta(days=365 * 1000)
+
+
+def parse_duration(text: str, *, what: str = "duration") -> timedelta:
+    """``400d``, ``26w``, ``48h``, ``2y`` (365 days each) or ``0`` as a ``timedelta``;
+    ``ValidationError`` for anything else.
+
+    >>> parse_duration("2y").days
+    730
+    >>> parse_duration("6m")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ledger.errors.ValidationError: duration: '6m' is not a duration; ...
+    """
+    if not isinstance(text, str):
+        raise ValidationError(f"{what}: expected text such as 400d, got {type(text).__name__}")
+    value = text.strip().lower()
+    if value == "0":
+        return timedelta(0)
+    m = _DURATION.match(value)
+    if m is None:
+        hint = " ('m' is ambiguous: write 180d for six months)" if value.endswith("m") else ""
+        raise ValidationError(
+            f"{what}: {text!r} is not a duration; give a whole number and a unit: h (hours), "
+            f"d (days), w (weeks) or y (365 days), e.g. 400d{hint}"
+        )
+    span = int(m.group(1)) * _UNIT[m.group(2)]
+    if span > _MAX:
+        raise ValidationError(f"{what}: {text!r} is longer than 1000 years")
+    return span
+
+
+def format_duration(span: timedelta) -> str:
+    """The shortest exact form :func:`parse_duration` reads back.
+
+    >>> format_duration(timedelta(days=400)), format_duration(timedelta(hours=36))
+    ('400d', '36h')
+    """
+    hours, rest = divmod(span, timedelta(hours=1))
+    if rest:
+        raise ValidationError(f"{span} is not a whole number of hours")
+    if hours == 0:
+        return "0d"
+    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
+
+
+def parse_date(text: str, *, what: str = "date") -> datetime:
+    """``2026-01-31`` (midnight UTC) or an RFC 3339 time with a zone; ``ValidationError``
+    otherwise (a malformed date is never guessed at).
+
+    >>> parse_date("2026-01-31")
+    datetime.datetime(2026, 1, 31, 0, 0, tzinfo=datetime.timezone.utc)
+    """
+    from ledger.timefmt import parse_time
+
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"{what}: give a date (2026-01-31) or an RFC 3339 time")
+    value = text.strip()
+    if re.fullmatch(r"\d{4}-\d\d-\d\d", value):
+        try:
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        except ValueError:
+            raise ValidationError(f"{what}: {text!r} is not a calendar date") from None
+    try:
+        return parse_time(value, field=what)
+    except ValidationError:
+        raise ValidationError(
+            f"{what}: {text!r} is not a date (2026-01-31) or an RFC 3339 time with a zone "
+            "(2026-01-31T12:00:00Z)"
+        ) from None
+
+
+def require_reason(reason: object, what: str = "reason") -> str:
+    """The reason stripped; ``ValidationError`` when it is missing or blank."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValidationError(
+            f"{what}: a reason is required (say why, e.g. 'GDPR Art. 17 request #42'); "
+            "nothing was changed"
+        )
+    if "\x00" in reason:
+        raise ValidationError(f"{what}: a reason cannot hold a NUL character")
+    return reason.strip()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """A retention policy: ``keep`` and ``floor`` (``floor <= keep``), and the verifier
+    keys (note key texts) whose signature a lowering of the floor needs."""
+
+    keep: timedelta
+    floor: timedelta = timedelta(0)
+    keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("keep", "floor"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                raise ValidationError(f"{name}: expected a duration >= 0, got {value!r}")
+        if self.floor > self.keep:
+            raise ValidationError(
+                f"floor {format_duration(self.floor)} is longer than keep "
+                f"{format_duration(self.keep)}: the floor is the least a record is kept, so "
+                "it cannot exceed keep; raise --keep or lower --floor"
+            )
+
+    def cutoff(self, now: datetime) -> datetime:
+        """Events at or after this time are inside the floor (cannot be erased)."""
+        return now - self.floor
+
+    def expired_before(self, now: datetime) -> datetime:
+        """Events before this time are past ``keep`` (expired)."""
+        return now - self.keep
+
+    def to_dict(self) -> dict[str, object]:
+        """Stable field names (``ledger retention show --json``)."""
+        return {
+            "keep": format_duration(self.keep),
+            "floor": format_duration(self.floor),
+            "keys": list(self.keys),
+        }
+
+
+def change_kind(old: Policy | None, new: Policy) -> str:
+    """``"first"``, ``"same"``, ``"raise"`` (floor up or equal, keys unchanged or added
+    to none) or ``"lower"`` (the floor goes down, or the policy keys change once some
+    are set): a ``"lower"`` needs a signature by one of ``old``'s keys."""
+    if old is None:
+        return "first"
+    if new == old:
+        return "same"
+    if new.floor < old.floor:
+        return "lower"
+    if old.keys and set(new.keys) != set(old.keys):
+        return "lower"  # changing who may lower the floor is as strong as lowering it
+    return "raise"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hold:
+    """A legal hold: a run, or the time range ``[since, until)`` (either end open), with
+    a reason. ``released`` is set once it was released."""
+
+    hold_id: str
+    reason: str
+    run_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    created: datetime | None = None
+    created_by: str = ""
+    released: datetime | None = None
+    released_by: str = ""
+    release_reason: str = ""
+
+    def __post_init__(self) -> None:
+        ranged = self.since is not None or self.until is not None
+        if (self.run_id is None) == (not ranged):
+            raise ValidationError(
+                "a hold covers either a run (--run RUN_ID) or a time range (--since and/or "
+                "--until), not both and not neither"
+            )
+        if self.run_id is not None and not self.run_id:
+            raise ValidationError("hold: the run id is empty")
+        if self.since is not None and self.until is not None and self.since >= self.until:
+            raise ValidationError("hold: --since must be before --until")
+
+    @property
+    def active(self) -> bool:
+        """True while the hold stands."""
+        return self.released is None
+
+    def covers(self, run_id: str, time: datetime) -> bool:
+        """True when an event of ``run_id`` at ``time`` is under this (active) hold."""
+        if not self.active:
+            return False
+        if self.run_id is not None:
+            return run_id == self.run_id
+        return (self.since is None or time >= self.since) and (
+            self.until is None or time < self.until
+        )
+
+    def describe(self) -> str:
+        """``run r1`` or ``2026-01-01T00:00:00Z .. (open)``."""
+        from ledger.timefmt import format_time
+
+        if self.run_id is not None:
+            return f"run {self.run_id}"
+        start = format_time(self.since) if self.since else "(open)"
+        end = format_time(self.until) if self.until else "(open)"
+        return f"{start} .. {end}"
+
+    def to_dict(self) -> dict[str, object]:
+        """Stable field names (``ledger hold list --json``)."""
+        from ledger.timefmt import format_time
+
+        def t(v: datetime | None) -> str | None:
+            return None if v is None else format_time(v)
+
+        return {
+            "id": self.hold_id,
+            "run_id": self.run_id,
+            "since": t(self.since),
+            "until": t(self.until),
+            "reason": self.reason,
+            "created": t(self.created),
+            "created_by": self.created_by,
+            "active": self.active,
+            "released": t(self.released),
+            "released_by": self.released_by,
+            "release_reason": self.release_reason,
+        }
+
+
+def refuse(message: str) -> RetentionError:
+    """The error for a refused request (the message ends saying nothing changed)."""
+    return RetentionError(f"{message}; nothing was changed")

@@ -1,0 +1,965 @@
+"""Retention on a SQL ledger: the policy, legal holds, erasure and vacuum.
+
+>>> from ledger.sinks import open_sink
+>>> with open_sink("sqlite:///ledger.db") as sink:                    # doctest: +SKIP
+...     r = Retention(sink)
+...     r.set_policy(keep="400d", floor="180d", by="dpo", reason="records policy v3")
+...     hold = r.add_hold(run_id="r-17", reason="litigation 2026-044", by="legal")
+...     plan = r.erase(Selection.of_run("r-12"), reason="GDPR Art. 17 #42", by="dpo",
+...                    dry_run=True)
+...     done = r.erase(Selection.of_run("r-12"), reason="GDPR Art. 17 #42", by="dpo")
+
+Every change runs in **one transaction** that holds the writers' lock of the Merkle log
+(SQLite ``BEGIN IMMEDIATE``, the tree head row ``FOR UPDATE`` on PostgreSQL): the checks
+(floor, holds, the selection), the tombstones, and the retention run that records the
+change (:mod:`ledger.retention.records`) as new leaves of the log. A crash at any point
+leaves all of it or none of it. A refused request raises ``RetentionError`` (a rule) or
+``ValidationError`` (bad input) and changes nothing.
+
+Erasure streams: the selected rows are read in pages of :data:`PAGE` by ``seq`` inside the
+transaction, each page's tombstones written before the next is read, so memory does not
+grow with the number of rows. Each tombstone keeps the leaf hash the log stored for the
+row (its level-0 node); a row whose bytes no longer match that leaf was changed outside
+the ledger, and erasing it would hide the tampering, so the erasure is refused.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from ulid import ULID
+
+from ledger.canonical import canonical_bytes
+from ledger.errors import StorageError, ValidationError
+from ledger.ids import coerce_event_id, ulid_text
+from ledger.integrity._keytext import b64encode
+from ledger.integrity.merkle import Frontier, Node, leaf_hash, root_nodes
+from ledger.integrity.note import NoteSigner, Verifier
+from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, erase_fields
+from ledger.model.event import Event
+from ledger.retention.records import (
+    HOLD_ADD_TOOL,
+    HOLD_RELEASE_TOOL,
+    POLICY_TOOL,
+    RetentionRun,
+    is_admin_run,
+)
+from ledger.retention.rules import (
+    Hold,
+    Policy,
+    change_kind,
+    format_duration,
+    parse_duration,
+    refuse,
+    require_reason,
+)
+from ledger.retention.tables import RetentionTables
+from ledger.sinks.rows import event_row, from_micros, to_micros
+from ledger.sinks.tree import TreeTables, fetch_nodes
+from ledger.timefmt import format_time, utc_now
+
+__all__ = [
+    "PAGE",
+    "ErasureOutcome",
+    "ErasureRecord",
+    "PolicyState",
+    "Retention",
+    "Selected",
+    "Selection",
+    "operator",
+]
+
+log = logging.getLogger(__name__)
+
+PAGE = 1000
+_SECOND = timedelta(seconds=1)
+
+
+def operator() -> str:
+    """Who is acting: ``$LEDGER_OPERATOR``, else the login name."""
+    name = os.environ.get("LEDGER_OPERATOR", "").strip()
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+# --- values -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyState:
+    """The policy in force, with its version and record."""
+
+    policy: Policy
+    version: int
+    record_id: str
+    set_at: datetime
+    set_by: str
+    reason: str
+    signed_by: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names (``ledger retention show --json``)."""
+        return {
+            **self.policy.to_dict(),
+            "version": self.version,
+            "record": self.record_id,
+            "set_at": format_time(self.set_at),
+            "set_by": self.set_by,
+            "reason": self.reason,
+            "signed_by": self.signed_by,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Selection:
+    """What an erasure selects: a run, everything before a time, or events by id.
+    Retention runs (the records themselves) are never selected."""
+
+    run_id: str | None = None
+    before: datetime | None = None
+    event_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        given = sum((self.run_id is not None, self.before is not None, bool(self.event_ids)))
+        if given != 1:
+            raise ValidationError(
+                "select exactly one of: a run (--run RUN_ID), a date (--before DATE), or "
+                "event ids (--event ID, repeatable)"
+            )
+        if self.run_id is not None and not self.run_id:
+            raise ValidationError("--run: the run id is empty")
+
+    @classmethod
+    def of_run(cls, run_id: str) -> Selection:
+        """Every event of ``run_id``."""
+        return cls(run_id=run_id)
+
+    @classmethod
+    def older_than(cls, before: datetime) -> Selection:
+        """Every event with a time before ``before`` (outside retention runs)."""
+        return cls(before=before)
+
+    @classmethod
+    def of_events(cls, ids: Sequence[str | ULID]) -> Selection:
+        """The events ``ids``."""
+        return cls(event_ids=tuple(str(coerce_event_id(i, field="--event")) for i in ids))
+
+    def describe(self) -> str:
+        """``run r1`` / ``events before 2026-01-01T00:00:00Z`` / ``3 event(s)``."""
+        if self.run_id is not None:
+            return f"run {self.run_id}"
+        if self.before is not None:
+            return f"events before {format_time(self.before)}"
+        return f"{len(self.event_ids)} event(s) by id"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The selection as the erasure record states it."""
+        if self.run_id is not None:
+            return {"run_id": self.run_id}
+        if self.before is not None:
+            return {"before": format_time(self.before)}
+        return {"event_ids": list(self.event_ids)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Selected:
+    """One event an erasure selects (what ``--dry-run`` lists)."""
+
+    event_id: str
+    run_id: str
+    kind: str
+    tool: str
+    time: datetime
+    leaf_index: int
+    already: bool  # already erased (these fields): left as it is
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names."""
+        return {
+            "event_id": self.event_id,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "tool": self.tool,
+            "time": format_time(self.time),
+            "leaf_index": self.leaf_index,
+            "already_erased": self.already,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErasureOutcome:
+    """What an erasure did (or, with ``dry_run``, would do)."""
+
+    selection: Selection
+    fields: tuple[str, ...]
+    erased: int
+    already: int
+    dry_run: bool
+    record_id: str | None = None
+    digest: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names (``ledger erase --json``)."""
+        return {
+            "selection": self.selection.to_dict(),
+            "fields": list(self.fields),
+            "erased": self.erased,
+            "already_erased": self.already,
+            "dry_run": self.dry_run,
+            "record": self.record_id,
+            "digest": self.digest,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErasureRecord:
+    """One erasure as the ledger's index keeps it."""
+
+    record_id: str
+    at: datetime
+    by: str
+    reason: str
+    selection: dict[str, Any]
+    fields: tuple[str, ...]
+    events: int
+    digest: str
+    policy_version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names."""
+        return {
+            "record": self.record_id,
+            "at": format_time(self.at),
+            "by": self.by,
+            "reason": self.reason,
+            "selection": self.selection,
+            "fields": list(self.fields),
+            "events": self.events,
+            "digest": self.digest,
+            "policy_version": self.policy_version,
+        }
+
+
+@dataclass(slots=True)
+class _Txn:
+    """One retention transaction on a connection holding the writers' lock."""
+
+    conn: sa.Connection
+    now: datetime
+    pending: list[Event] = field(default_factory=list)
+
+
+# --- the service -------------------------------------------------------------------------
+
+
+class Retention:
+    """Retention, holds and erasure over a SQL sink (``SQLiteSink`` or ``PostgresSink``)."""
+
+    def __init__(self, sink: Any, *, clock: Callable[[], datetime] = utc_now) -> None:
+        if not hasattr(sink, "_tree_writing") or not hasattr(sink, "_trees"):
+            raise ValidationError(
+                f"retention needs a SQL ledger (sqlite:/// or postgresql://), not {sink!r}: "
+                "a JSONL file cannot be erased in place"
+            )
+        self._sink = sink
+        self._schema: str | None = getattr(sink, "schema", None)
+        self._events: sa.Table = sink._table
+        self._trees: TreeTables = sink._trees
+        self._t = RetentionTables(self._schema)
+        self._clock = clock
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def _writing(self) -> AbstractContextManager[sa.Connection]:
+        writing: AbstractContextManager[sa.Connection] = self._sink._tree_writing()
+        return writing
+
+    def _reading(self) -> AbstractContextManager[sa.Connection]:
+        reading: AbstractContextManager[sa.Connection] = self._sink._reading()
+        return reading
+
+    def _now(self) -> datetime:
+        return self._clock().astimezone(UTC)
+
+    def _append(self, txn: _Txn, events: list[Event]) -> None:
+        """Append ``events`` to the log inside ``txn``: rows numbered from the head's
+        size, the tree nodes they complete, the new head."""
+        conn = txn.conn
+        h = self._trees.head
+        head = conn.execute(sa.select(h.c.size, h.c.root).where(h.c.id == 1)).first()
+        if head is None:
+            raise StorageError(
+                "the ledger has no tree head (deleted outside the ledger); nothing was "
+                "changed. Run `ledger verify`"
+            )
+        size, root = int(head[0]), bytes(head[1])
+        found = fetch_nodes(conn, self._trees, root_nodes(size)) if size else {}
+        frontier = Frontier.from_nodes(size, lambda level, idx: found[(level, idx)])
+        if frontier.root() != root:
+            raise StorageError(
+                "the stored tree head does not match its nodes; nothing was changed. Run "
+                "`ledger verify`"
+            )
+        if conn.dialect.name == "postgresql":  # commit order for tailing readers
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": self._sink._key})
+        rows = []
+        nodes: list[Node] = []
+        columns = (
+            "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us",
+            "has_err", "event_json", "content_hash",
+        )  # fmt: skip
+        for e in events:
+            row = dict(zip(columns, event_row(e), strict=True))
+            row["leaf_index"] = frontier.size
+            nodes.extend(frontier.append(leaf_hash(row["event_json"].encode("utf-8"))))
+            rows.append(row)
+        conn.execute(self._events.insert(), rows)
+        n = self._trees.nodes
+        stmt: Any
+        if conn.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            stmt = pg_insert(n)
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            stmt = sqlite_insert(n)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[n.c.level, n.c.idx], set_={"hash": stmt.excluded.hash}
+        )
+        conn.execute(stmt, [{"level": lv, "idx": ix, "hash": hh} for lv, ix, hh in nodes])
+        conn.execute(h.update().where(h.c.id == 1).values(size=frontier.size, root=frontier.root()))
+
+    # --- the policy -------------------------------------------------------------
+
+    def policy(self) -> PolicyState | None:
+        """The policy in force, or None when none was ever set."""
+        with self._reading() as conn:
+            return self._policy(conn)
+
+    def policies(self) -> list[PolicyState]:
+        """Every version of the policy, oldest first."""
+        p = self._t.policy
+        with self._reading() as conn:
+            rows = conn.execute(sa.select(p).order_by(p.c.version)).all()
+        return [self._policy_state(r) for r in rows]
+
+    def _policy(self, conn: sa.Connection) -> PolicyState | None:
+        p = self._t.policy
+        row = conn.execute(sa.select(p).order_by(p.c.version.desc()).limit(1)).first()
+        return None if row is None else self._policy_state(row)
+
+    @staticmethod
+    def _policy_state(row: Any) -> PolicyState:
+        signature = json.loads(row.signature) if row.signature else None
+        return PolicyState(
+            policy=Policy(
+                keep=int(row.keep_s) * _SECOND,
+                floor=int(row.floor_s) * _SECOND,
+                keys=tuple(json.loads(row.keys)),
+            ),
+            version=int(row.version),
+            record_id=str(row.record_id),
+            set_at=from_micros(int(row.set_us)),
+            set_by=str(row.set_by),
+            reason=str(row.reason),
+            signed_by=f"{signature['name']}+{signature['key_id']}" if signature else "",
+        )
+
+    def set_policy(
+        self,
+        *,
+        keep: str | timedelta,
+        floor: str | timedelta | None = None,
+        keys: Sequence[str] | None = None,
+        signer: NoteSigner | None = None,
+        reason: str,
+        by: str | None = None,
+    ) -> PolicyState:
+        """Set the retention policy (a new version, recorded in the log).
+
+        ``floor`` defaults to the current floor (0 for a first policy); ``keys`` (verifier
+        key texts) to the current policy keys. Raising the floor is free; lowering it,
+        or changing the keys once some are set, needs ``signer`` to be one of the
+        current policy's keys (``RetentionError`` otherwise, nothing changed).
+        """
+        why = require_reason(reason)
+        who = by or operator()
+        keep_span = keep if isinstance(keep, timedelta) else parse_duration(keep, what="--keep")
+        for text in keys or ():
+            Verifier.from_key(text)  # a malformed key is refused before anything
+        with self._writing() as conn:
+            txn = _Txn(conn=conn, now=self._now())
+            current = self._policy(conn)
+            if floor is None:
+                floor_span = current.policy.floor if current else timedelta(0)
+            else:
+                floor_span = (
+                    floor if isinstance(floor, timedelta) else parse_duration(floor, what="--floor")
+                )
+            new = Policy(
+                keep=keep_span,
+                floor=floor_span,
+                keys=tuple(keys) if keys is not None else (current.policy.keys if current else ()),
+            )
+            kind = change_kind(current.policy if current else None, new)
+            if kind == "same" and current is not None:
+                return current
+            version = (current.version + 1) if current else 1
+            run = RetentionRun()
+            body = {
+                "origin": self._sink.origin,
+                "version": version,
+                "keep": format_duration(new.keep),
+                "floor": format_duration(new.floor),
+                "keys": list(new.keys),
+                "previous": None if current is None else current.policy.to_dict(),
+                "change": kind,
+                "at": format_time(txn.now),
+                "by": who,
+                "reason": why,
+            }
+            signature = None
+            if signer is not None or kind == "lower":
+                signature = self._sign_change(current, kind, body, signer)
+            record = {**body, "signature": signature}
+            conn.execute(
+                self._t.policy.insert().values(
+                    version=version,
+                    keep_s=int(new.keep / _SECOND),
+                    floor_s=int(new.floor / _SECOND),
+                    keys=json.dumps(list(new.keys)),
+                    record_id=str(run.record_id),
+                    set_us=to_micros(txn.now),
+                    set_by=who,
+                    reason=why,
+                    signature=None if signature is None else json.dumps(signature),
+                )
+            )
+            asked = f"set retention: keep {body['keep']}, floor {body['floor']} ({kind}): {why}"
+            self._append(
+                txn,
+                run.events(
+                    tool=POLICY_TOOL,
+                    asked=asked,
+                    record=record,
+                    outcome={"version": version, "change": kind},
+                    reason=why,
+                    by=who,
+                    at=txn.now,
+                ),
+            )
+            state = self._policy(conn)
+        assert state is not None
+        log.info("retention policy v%d set by %s (%s)", version, who, kind)
+        return state
+
+    @staticmethod
+    def _sign_change(
+        current: PolicyState | None, kind: str, body: dict[str, Any], signer: NoteSigner | None
+    ) -> dict[str, Any]:
+        """The signature of a policy change (over its RFC 8785 form), checked against
+        the current policy's keys when the change lowers the floor."""
+        if kind == "lower":
+            keys = current.policy.keys if current else ()
+            if not keys:
+                raise refuse(
+                    "lowering the retention floor needs a signed policy change, and this "
+                    "policy has no policy key: set one first with `ledger retention set "
+                    "--policy-key VKEY_FILE` (keys can be added freely while none is set)"
+                )
+            if signer is None:
+                raise refuse(
+                    "lowering the retention floor (or changing the policy keys) needs a "
+                    "signature: give --key with the signer key of one of the policy keys"
+                )
+            trusted = {(v.name, v.key_id) for v in map(Verifier.from_key, keys)}
+            if (signer.name, signer.key_id) not in trusted:
+                raise refuse(
+                    f"the key {signer.name}+{signer.key_id:08x} is not one of the policy "
+                    "keys, so it cannot lower the floor"
+                )
+        assert signer is not None
+        message = canonical_bytes(body, "rfc8785")
+        return {
+            "name": signer.name,
+            "key_id": f"{signer.key_id:08x}",
+            "signature": b64encode(signer.sign(message)),
+        }
+
+    # --- legal holds --------------------------------------------------------------
+
+    def holds(self, *, released: bool = False) -> list[Hold]:
+        """The holds standing (with ``released``, the released ones too), oldest first."""
+        with self._reading() as conn:
+            return self._holds(conn, released=released)
+
+    def _holds(self, conn: sa.Connection, *, released: bool) -> list[Hold]:
+        t = self._t.holds
+        query = sa.select(t).order_by(t.c.hold_id)
+        if not released:
+            query = query.where(t.c.released_us.is_(None))
+        return [_hold(r) for r in conn.execute(query)]
+
+    def add_hold(
+        self,
+        *,
+        run_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        reason: str,
+        by: str | None = None,
+    ) -> Hold:
+        """Place a legal hold on a run or a time range; recorded in the log."""
+        why = require_reason(reason)
+        who = by or operator()
+        run = RetentionRun()
+        with self._writing() as conn:
+            txn = _Txn(conn=conn, now=self._now())
+            hold = Hold(
+                hold_id=str(run.record_id),
+                reason=why,
+                run_id=run_id,
+                since=since,
+                until=until,
+                created=txn.now,
+                created_by=who,
+            )
+            if run_id is not None and not self._run_exists(conn, run_id):
+                raise refuse(f"no events of run {run_id!r} are stored (see `ledger runs`)")
+            conn.execute(
+                self._t.holds.insert().values(
+                    hold_id=hold.hold_id,
+                    run_id=run_id,
+                    since_us=None if since is None else to_micros(since, "--since"),
+                    until_us=None if until is None else to_micros(until, "--until"),
+                    reason=why,
+                    created_us=to_micros(txn.now),
+                    created_by=who,
+                    record_id=hold.hold_id,
+                )
+            )
+            record = {"hold": hold.hold_id, "covers": hold.describe(), **_hold_scope(hold)}
+            self._append(
+                txn,
+                run.events(
+                    tool=HOLD_ADD_TOOL,
+                    asked=f"hold {hold.describe()}: {why}",
+                    record={**record, "by": who, "at": format_time(txn.now), "reason": why},
+                    outcome={"hold": hold.hold_id},
+                    reason=why,
+                    by=who,
+                    at=txn.now,
+                ),
+            )
+        return hold
+
+    def release_hold(self, hold_id: str, *, reason: str, by: str | None = None) -> Hold:
+        """Release the hold ``hold_id``; recorded in the log. ``RetentionError`` for an
+        unknown or already released hold."""
+        why = require_reason(reason)
+        who = by or operator()
+        t = self._t.holds
+        run = RetentionRun()
+        with self._writing() as conn:
+            txn = _Txn(conn=conn, now=self._now())
+            row = conn.execute(sa.select(t).where(t.c.hold_id == hold_id)).first()
+            if row is None:
+                raise refuse(f"no legal hold {hold_id!r} (see `ledger hold list`)")
+            hold = _hold(row)
+            if not hold.active:
+                raise refuse(f"legal hold {hold_id} was already released")
+            conn.execute(
+                t.update()
+                .where(t.c.hold_id == hold_id)
+                .values(
+                    released_us=to_micros(txn.now),
+                    released_by=who,
+                    release_reason=why,
+                    release_record=str(run.record_id),
+                )
+            )
+            self._append(
+                txn,
+                run.events(
+                    tool=HOLD_RELEASE_TOOL,
+                    asked=f"release hold {hold_id} ({hold.describe()}): {why}",
+                    record={"hold": hold_id, "by": who, "at": format_time(txn.now), "reason": why},
+                    outcome={"released": hold_id},
+                    reason=why,
+                    by=who,
+                    at=txn.now,
+                ),
+            )
+            released = _hold(conn.execute(sa.select(t).where(t.c.hold_id == hold_id)).one())
+        return released
+
+    # --- erasure ----------------------------------------------------------------------
+
+    def erasures(
+        self, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[ErasureRecord]:
+        """The erasures made in ``[since, until)``, oldest first."""
+        e = self._t.erasures
+        query = sa.select(e).order_by(e.c.at_us, e.c.record_id)
+        if since is not None:
+            query = query.where(e.c.at_us >= to_micros(since, "since"))
+        if until is not None:
+            query = query.where(e.c.at_us < to_micros(until, "until"))
+        with self._reading() as conn:
+            rows = conn.execute(query).all()
+        return [
+            ErasureRecord(
+                record_id=str(r.record_id),
+                at=from_micros(int(r.at_us)),
+                by=str(r.by),
+                reason=str(r.reason),
+                selection=json.loads(r.selection),
+                fields=tuple(json.loads(r.fields)),
+                events=int(r.events),
+                digest=str(r.digest),
+                policy_version=int(r.policy_version),
+            )
+            for r in rows
+        ]
+
+    def erase(
+        self,
+        selection: Selection,
+        *,
+        reason: str,
+        by: str | None = None,
+        fields: Sequence[str] = ALL_FIELDS,
+        dry_run: bool = False,
+        each: Callable[[Selected], None] | None = None,
+    ) -> ErasureOutcome:
+        """Erase the events ``selection`` picks (``fields`` of each; all by default).
+
+        Refused, nothing changed (``RetentionError``): no policy set, an event inside the
+        floor, an event under a legal hold, an unknown run or event id, a retention
+        record selected, a row whose bytes no longer match its leaf. ``ValidationError``
+        for an empty reason or an unknown field. ``each`` is called with every selected
+        event as it is processed (what ``--dry-run`` lists). With ``dry_run`` the same
+        checks run and nothing is written.
+        """
+        why = require_reason(reason)
+        who = by or operator()
+        wanted = tuple(f for f in ALL_FIELDS if f in set(fields))
+        unknown = sorted(set(fields) - set(ALL_FIELDS))
+        if unknown or not wanted:
+            raise ValidationError(
+                f"--field: {', '.join(unknown) or '(none)'} cannot be erased; erasable fields "
+                f"are {', '.join(ALL_FIELDS)}"
+            )
+        run = RetentionRun()
+        try:
+            return self._erase(selection, why, who, wanted, dry_run, each, run)
+        except _Rollback as stop:  # a dry run, or nothing to erase: nothing is written
+            return stop.outcome
+
+    def _erase(
+        self,
+        selection: Selection,
+        why: str,
+        who: str,
+        wanted: tuple[str, ...],
+        dry_run: bool,
+        each: Callable[[Selected], None] | None,
+        run: RetentionRun,
+    ) -> ErasureOutcome:
+        record_id = str(run.record_id)
+        with self._writing() as conn:
+            txn = _Txn(conn=conn, now=self._now())
+            state = self._policy(conn)
+            if state is None:
+                raise refuse(
+                    "no retention policy is set, so nothing may be erased: set one first "
+                    "with `ledger retention set --keep 400d --floor 180d`"
+                )
+            where = self._where(conn, selection)
+            self._check_floor(conn, where, state, txn.now)
+            self._check_holds(conn, where)
+            erased, already, digest = self._tombstones(
+                conn, where, wanted, record_id, why, dry_run, each
+            )
+            outcome = ErasureOutcome(
+                selection=selection,
+                fields=wanted,
+                erased=erased,
+                already=already,
+                dry_run=dry_run,
+                record_id=None if dry_run or not erased else record_id,
+                digest=digest if erased else "",
+            )
+            if dry_run or not erased:
+                raise _Rollback(outcome)
+            record = {
+                "selection": selection.to_dict(),
+                "fields": list(wanted),
+                "events": erased,
+                "digest": digest,
+                "already_erased": already,
+                "policy": {"version": state.version, **state.policy.to_dict()},
+                "at": format_time(txn.now),
+                "by": who,
+                "reason": why,
+            }
+            conn.execute(
+                self._t.erasures.insert().values(
+                    record_id=record_id,
+                    at_us=to_micros(txn.now),
+                    by=who,
+                    reason=why,
+                    selection=json.dumps(selection.to_dict()),
+                    fields=json.dumps(list(wanted)),
+                    events=erased,
+                    digest=digest,
+                    policy_version=state.version,
+                )
+            )
+            self._append(
+                txn,
+                run.events(
+                    tool=ERASE_TOOL,
+                    asked=f"erase {selection.describe()}: {why}",
+                    record=record,
+                    outcome={"erased": erased, "already_erased": already},
+                    reason=why,
+                    by=who,
+                    at=txn.now,
+                ),
+            )
+        log.info("erased %d event(s) of %s: record %s", erased, selection.describe(), record_id)
+        return outcome
+
+    def _run_exists(self, conn: sa.Connection, run_id: str) -> bool:
+        t = self._events
+        return (
+            conn.execute(sa.select(t.c.seq).where(t.c.run_id == run_id).limit(1)).first()
+            is not None
+        )
+
+    def _where(self, conn: sa.Connection, selection: Selection) -> list[Any]:
+        """The WHERE clauses of ``selection``, after checking it names what exists."""
+        t = self._events
+        if selection.run_id is not None:
+            if is_admin_run(selection.run_id):
+                raise refuse(
+                    f"run {selection.run_id} records a retention change; the records of "
+                    "retention are kept (they are the proof of what was erased)"
+                )
+            if not self._run_exists(conn, selection.run_id):
+                raise refuse(
+                    f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
+                )
+            return [t.c.run_id == selection.run_id]
+        if selection.before is not None:
+            before = to_micros(selection.before, "--before")
+            return [t.c.time_us < before, sa.not_(t.c.run_id.startswith("ledger-retention-"))]
+        ids = list(dict.fromkeys(selection.event_ids))
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for event_id, run_id in conn.execute(
+                sa.select(t.c.event_id, t.c.run_id).where(t.c.event_id.in_(part))
+            ):
+                found[str(event_id)] = str(run_id)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise refuse(f"no event with id {shown} is stored")
+        admin = [i for i, r in found.items() if is_admin_run(r)]
+        if admin:
+            raise refuse(f"event {admin[0]} is a retention record; those are kept")
+        return [t.c.event_id.in_(ids)] if len(ids) <= 500 else [_in_chunks(t.c.event_id, ids)]
+
+    def _check_floor(
+        self, conn: sa.Connection, where: list[Any], state: PolicyState, now: datetime
+    ) -> None:
+        t = self._events
+        cutoff = to_micros(state.policy.cutoff(now))
+        row = conn.execute(
+            sa.select(sa.func.count(), sa.func.max(t.c.time_us)).where(
+                *where, t.c.time_us >= cutoff
+            )
+        ).one()
+        if int(row[0]):
+            raise refuse(
+                f"{int(row[0])} selected event(s) are inside the retention floor of "
+                f"{format_duration(state.policy.floor)} (the youngest from "
+                f"{format_time(from_micros(int(row[1])))}; nothing after "
+                f"{format_time(from_micros(cutoff))} may be erased)"
+            )
+
+    def _check_holds(self, conn: sa.Connection, where: list[Any]) -> None:
+        t = self._events
+        for hold in self._holds(conn, released=False):
+            if hold.run_id is not None:
+                scope = [t.c.run_id == hold.run_id]
+            else:
+                scope = []
+                if hold.since is not None:
+                    scope.append(t.c.time_us >= to_micros(hold.since))
+                if hold.until is not None:
+                    scope.append(t.c.time_us < to_micros(hold.until))
+            count = conn.execute(sa.select(sa.func.count()).where(*where, *scope)).scalar_one()
+            if count:
+                raise refuse(
+                    f"{count} selected event(s) are under legal hold {hold.hold_id} "
+                    f"({hold.describe()}: {hold.reason}); release it first with `ledger hold "
+                    f"release {hold.hold_id}`"
+                )
+
+    def _tombstones(
+        self,
+        conn: sa.Connection,
+        where: list[Any],
+        wanted: tuple[str, ...],
+        record_id: str,
+        reason: str,
+        dry_run: bool,
+        each: Callable[[Selected], None] | None,
+    ) -> tuple[int, int, str]:
+        """Stream the selected rows page by page; write each page's tombstones."""
+        import hashlib
+
+        t = self._events
+        text = (
+            sa.cast(t.c.event_json, sa.LargeBinary)
+            if conn.dialect.name == "sqlite"
+            else t.c.event_json
+        )
+        digest = hashlib.sha256()
+        erased = already = 0
+        cursor = -(1 << 62)
+        update = (
+            t.update()
+            .where(t.c.seq == sa.bindparam("s"))
+            .values(
+                event_json=sa.bindparam("j"),
+                content_hash=sa.bindparam("h"),
+                has_err=sa.bindparam("e"),
+            )
+        )
+        want = set(wanted)
+        while True:
+            rows = conn.execute(
+                sa.select(t.c.seq, t.c.leaf_index, text)
+                .where(*where, t.c.seq > cursor)
+                .order_by(t.c.seq)
+                .limit(PAGE)
+            ).all()
+            if not rows:
+                break
+            cursor = int(rows[-1][0])
+            indexes = [int(r[1]) for r in rows if r[1] is not None]
+            if len(indexes) != len(rows):
+                bad = next(r for r in rows if r[1] is None)
+                raise refuse(
+                    f"events row seq={bad[0]} has no leaf index (inserted outside the "
+                    "ledger); run `ledger verify`"
+                )
+            nodes = fetch_nodes(conn, self._trees, [(0, i) for i in indexes])
+            updates = []
+            for seq, index, raw in rows:
+                data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
+                stored = nodes.get((0, int(index)))
+                event = Event.from_json(data)
+                if stored is None:
+                    raise refuse(
+                        f"event {ulid_text(event.event_id)} (leaf {index}) has no stored leaf "
+                        "hash; the tree was changed outside the ledger. Run `ledger verify`"
+                    )
+                claimed = (
+                    bytes.fromhex(event.erased.leaf_hash)
+                    if event.erased is not None
+                    else leaf_hash(data)
+                )
+                if claimed != stored:
+                    raise refuse(
+                        f"event {ulid_text(event.event_id)} (leaf {index}): its stored bytes no "
+                        "longer match the leaf the log committed, so it was changed outside "
+                        "the ledger and erasing it would hide that. Run `ledger verify`"
+                    )
+                done = event.erased is not None and want <= set(event.erased.fields)
+                if each is not None:
+                    each(
+                        Selected(
+                            event_id=ulid_text(event.event_id),
+                            run_id=event.run_id,
+                            kind=str(event.kind),
+                            tool=event.tool,
+                            time=event.time,
+                            leaf_index=int(index),
+                            already=done,
+                        )
+                    )
+                if done:
+                    already += 1
+                    continue
+                erased += 1
+                digest.update(int(index).to_bytes(8, "big") + stored)
+                if dry_run:
+                    continue
+                tomb = erase_fields(
+                    event, fields=wanted, leaf_hash=stored.hex(), record=record_id, reason=reason
+                )
+                row = event_row(tomb)
+                updates.append({"s": seq, "j": row[8], "h": row[9], "e": row[7]})
+            if updates:
+                conn.execute(update, updates)
+            if len(rows) < PAGE:
+                break
+        return erased, already, digest.hexdigest()
+
+
+class _Rollback(Exception):
+    """Ends a PostgreSQL dry run by rolling its transaction back."""
+
+    def __init__(self, outcome: ErasureOutcome) -> None:
+        super().__init__("dry run")
+        self.outcome = outcome
+
+
+def _in_chunks(column: Any, ids: list[str]) -> Any:
+    return sa.or_(*(column.in_(ids[i : i + 500]) for i in range(0, len(ids), 500)))
+
+
+def _hold(row: Any) -> Hold:
+    def t(v: Any) -> datetime | None:
+        return None if v is None else from_micros(int(v))
+
+    return Hold(
+        hold_id=str(row.hold_id),
+        reason=str(row.reason),
+        run_id=row.run_id,
+        since=t(row.since_us),
+        until=t(row.until_us),
+        created=t(row.created_us),
+        created_by=str(row.created_by),
+        released=t(row.released_us),
+        released_by=str(row.released_by or ""),
+        release_reason=str(row.release_reason or ""),
+    )
+
+
+def _hold_scope(hold: Hold) -> dict[str, Any]:
+    if hold.run_id is not None:
+        return {"run_id": hold.run_id}
+    return {
+        "since": None if hold.since is None else format_time(hold.since),
+        "until": None if hold.until is None else format_time(hold.until),
+    }
