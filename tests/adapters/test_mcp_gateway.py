@@ -476,3 +476,28 @@ def test_an_input_required_round_is_not_recorded_as_the_result(tmp_path: Path) -
         first, final = results
         assert first.result is None and "input required" in first.err
         assert final.err == "" and "confirmed" in (final.result or "")
+
+
+def test_concurrent_first_calls_of_a_session_share_one_run(tmp_path: Path) -> None:
+    from ledger.adapters.mcp.gateway import SESSION_META_KEY
+
+    db = tmp_path / "l.db"
+
+    async def main() -> None:
+        with SQLiteSink(db) as sink:
+            gate = Gate(sink, safe_tools={"get_current_time"})
+            async with McpGateway(gate, time_server()) as gw, Client(gw.server) as c:
+                meta: Any = {SESSION_META_KEY: "burst"}
+                await asyncio.gather(
+                    *(
+                        c.call_tool("get_current_time", {"timezone": "Etc/UTC"}, meta=meta)
+                        for _ in range(8)
+                    )
+                )
+
+    run(main)
+    with SQLiteSink(db) as sink:
+        runs = list(sink.runs())
+        assert len(runs) == 1 and runs[0].ended
+        assert len(list(sink.events(kind=Kind.TOOL_RESULT))) == 8
+        assert len(list(sink.events(kind=Kind.REQUEST))) == 1

@@ -139,6 +139,7 @@ class _Session:
     pending: set[asyncio.Future[Any]] = field(default_factory=set)  # calls of the run
     inflight: int = 0
     used: float = 0.0
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
     interrupted: bool = False
     ended: bool = False
 
@@ -456,8 +457,11 @@ class McpGateway:
                 answer.set_result(result)  # the client gets its answer now
                 # let the answer go out before the gate records it (the record is written
                 # meanwhile, and the run's end waits for it)
-                for _ in range(_YIELDS):
-                    await asyncio.sleep(0)
+                try:
+                    for _ in range(_YIELDS):
+                        await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    pass  # answered already: record the result, not a cancellation
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
         call = asyncio.ensure_future(
@@ -700,24 +704,26 @@ class McpGateway:
         if key is not None and key in self._sessions:
             session = self._sessions[key]
             session.used = now
+            await session.ready.wait()  # its run may still be writing its request
             return session, False
         if not create:
             return None, False
         agent = _client_name(ctx)
         request = f"MCP client session of {agent} via ledger mcp proxy ({self.name})"
-        run = self.gate.run(request, agent_path=agent)
-        await run.__aenter__()
-        session = _Session(run=run, key=key)
-        if key is None:
-            return session, True
-        self._sessions[key] = session
-        if isinstance(key, tuple):
-            session.used = now
-            self._named[key] = session
-        stack = getattr(key, "exit_stack", None)
-        if isinstance(stack, AsyncExitStack):
-            stack.push_async_callback(self._end, session)
-        return session, False
+        session = _Session(run=self.gate.run(request, agent_path=agent), key=key)
+        if key is not None:  # registered before the first await: one run per session
+            self._sessions[key] = session
+            if isinstance(key, tuple):
+                session.used = now
+                self._named[key] = session
+            stack = getattr(key, "exit_stack", None)
+            if isinstance(stack, AsyncExitStack):
+                stack.push_async_callback(self._end, session)
+        try:
+            await session.run.__aenter__()
+        finally:
+            session.ready.set()
+        return session, key is None
 
     async def _end(self, session: _Session) -> None:
         if session.ended:
