@@ -554,7 +554,7 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
     the signed checkpoint they are proven against, to one file (verify it offline with
     `ledger verify-bundle`)."""
     with _sql_sink(db, write=key is not None) as sink:
-        rows = sink.run_leaf_rows(run_id)
+        rows = sink.run_leaf_rows(run_id)  # LeafRow tuples
         if not rows:
             raise click.UsageError(f"no events of run {run_id!r} are stored")
         need = max((r.leaf_index for r in rows if r.leaf_index is not None), default=-1) + 1

@@ -574,6 +574,14 @@ class Frontier:
         """The number of leaves covered."""
         return self._size
 
+    def copy(self) -> Frontier:
+        """An independent copy (to extend tentatively)."""
+        other = Frontier()
+        other._size = self._size
+        other._levels = list(self._levels)
+        other._hashes = list(self._hashes)
+        return other
+
     @property
     def nodes(self) -> tuple[Node, ...]:
         """The covering perfect subtrees as ``(level, index, hash)``, left to right."""

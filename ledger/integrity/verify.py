@@ -37,12 +37,13 @@ finds, each a :class:`Finding` naming the row where it can:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ledger.errors import IntegrityError, LedgerError, StorageError
 from ledger.integrity._keytext import b64encode
@@ -175,10 +176,10 @@ class VerifyResult:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeafRow:
+class LeafRow(NamedTuple):
     """One stored row as verification reads it: commit position, id, leaf index (None
-    when the row has none) and the bytes exactly as stored."""
+    when the row has none) and the bytes exactly as stored. (A tuple, so a database
+    cursor's rows serve as they come.)"""
 
     seq: int
     event_id: str
@@ -528,6 +529,7 @@ def _scan(
     next_root = pending.pop(0) if pending else -1
     named = 0
     push, append = frontier.push, frontier.append
+    sha256 = hashlib.sha256
     rows = 0
     expected = 0  # the leaf index the next row should have
     try:
@@ -535,10 +537,10 @@ def _scan(
             rows += 1
             if progress is not None and rows % _PROGRESS_EVERY == 0:
                 progress(rows)
-            index = row.leaf_index
+            index = row[2]
             if index != expected:
                 if named < _MAX_NAMED:
-                    findings.append(_index_finding(row, expected))
+                    findings.append(_index_finding(LeafRow(*row), expected))
                     named += 1
                 scan.row_findings = True
                 if index is None:
@@ -546,7 +548,7 @@ def _scan(
             expected = index + 1
             if index >= scan.highest:
                 scan.highest = index + 1
-            h = leaf_hash(row.data)
+            h = sha256(b"\x00" + row[3]).digest()
             if wanted:
                 for level, idx, node in append(h):
                     if (level, idx) in wanted:
@@ -644,7 +646,8 @@ def _localize(source: LeafSource, findings: list[Finding]) -> None:
     where_is = {h: i for i, h in stored.items()}
     seen: set[int] = set()
     named = 0
-    for row in source.leaf_rows():
+    for raw in source.leaf_rows():
+        row = LeafRow(*raw)
         index = row.leaf_index
         if index is None:
             continue

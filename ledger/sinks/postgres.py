@@ -380,11 +380,45 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         engines the sink opens check a pooled connection before lending it, so one that
         died idle (a server restart, say) is replaced without a failed write."""
         with self._engine.connect() as conn:
+            cached = self._appender.cached()
+            if cached is not None and self._insert_at_once(conn, rows, cached):
+                conn.commit()
+                return
+            conn.rollback()  # the head moved (another writer) or no cache: the long way
             frontier = self._tree_begin(conn)
             self._insert(conn, rows, frontier.size)
             root = self._tree_finish(conn, frontier, rows)
             conn.commit()
         self._appender.committed(frontier, root)
+
+    def _insert_at_once(self, conn: sa.Connection, rows: list[Row], frontier: Frontier) -> bool:
+        """The common case in one statement (one round trip before the commit): lock
+        the head, and only if it is still the cached one, insert the rows, their nodes
+        and the new head. False (nothing written) when the head moved."""
+        size, before = frontier.size, self._appender.root()
+        nodes: list[Node] = []
+        after = frontier.copy()
+        append_leaves(after, (row[_JSON].encode("utf-8") for row in rows), nodes)
+        root = after.root()
+        columns = [list(col) for col in zip(*rows, strict=True)]
+        params = (
+            size,
+            before,
+            self._key,
+            *columns,
+            list(range(size, size + len(rows))),
+            [n[0] for n in nodes],
+            [n[1] for n in nodes],
+            [n[2] for n in nodes],
+            after.size,
+            root,
+        )
+        done = conn.exec_driver_sql(self._tree_sql.at_once, params).first()
+        if done is None:
+            self._appender.forget()
+            return False
+        self._appender.committed(after, root)
+        return True
 
     def _write_each(self, items: list[list[Row]]) -> list[BaseException | None]:
         errors: list[BaseException | None] = []
@@ -525,7 +559,7 @@ def _insert_statement(table: sa.Table) -> str:
 class _TreeSQL:
     """The driver-level statements of the tree's write path, for one schema."""
 
-    __slots__ = ("fetch_nodes", "lock_head", "write")
+    __slots__ = ("at_once", "fetch_nodes", "lock_head", "write")
 
     def __init__(self, schema: str | None) -> None:
         prefix = f'"{schema}".' if schema else ""
@@ -536,6 +570,25 @@ class _TreeSQL:
         )
         # A node left over from rows deleted outside the ledger is overwritten: the head
         # says where the tree stands (`ledger verify` reports the deletion).
+        events = f"{prefix}events"
+        casts = (
+            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::bigint[], %s::bool[], %s::text[], %s::text[], %s::bigint[]"
+        )
+        self.at_once = (
+            f"WITH head AS MATERIALIZED (SELECT 1 FROM {prefix}tree_head WHERE id = 1 "
+            "AND size = %s AND root = %s FOR UPDATE), "
+            "lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s) FROM head), "
+            f"ev AS (INSERT INTO {events} ({', '.join(COLUMNS)}, {LEAF_COLUMN}) "
+            f"SELECT u.c1, u.c2, u.c3, u.c4, u.c5, u.c6, u.c7, u.c8, u.c9, u.c10, u.c11 "
+            f"FROM lock, unnest({casts}) WITH ORDINALITY "
+            "AS u(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, ord) ORDER BY u.ord), "
+            f"nodes AS (INSERT INTO {prefix}tree_nodes (level, idx, hash) "
+            "SELECT u.* FROM lock, unnest(%s::smallint[], %s::bigint[], %s::bytea[]) AS u "
+            "ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash) "
+            f"UPDATE {prefix}tree_head SET size = %s, root = %s "
+            "WHERE id = 1 AND EXISTS (SELECT 1 FROM lock) RETURNING 1"
+        )
         self.write = (
             f"WITH nodes AS (INSERT INTO {prefix}tree_nodes (level, idx, hash) "
             "SELECT * FROM unnest(%s::smallint[], %s::bigint[], %s::bytea[]) "

@@ -338,8 +338,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
             found: dict[tuple[int, int], bytes] = {}
             for part in node_key_chunks(keys):
-                marks = ", ".join(["(?, ?)"] * len(part))
-                query = f"SELECT level, idx, hash FROM tree_nodes WHERE (level, idx) IN ({marks})"
+                marks = " OR ".join(["(level = ? AND idx = ?)"] * len(part))
+                query = f"SELECT level, idx, hash FROM tree_nodes WHERE {marks}"
                 for level, idx, h in conn.execute(query, [v for key in part for v in key]):
                     found[(level, idx)] = bytes(h)
             return found

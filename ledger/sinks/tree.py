@@ -113,8 +113,10 @@ def fetch_nodes(
     t = tables.nodes
     found: dict[tuple[int, int], bytes] = {}
     for part in node_key_chunks(list(dict.fromkeys(keys))):
+        # one primary-key lookup per key (a row-value IN list is not served by the
+        # index on SQLite)
         query = sa.select(t.c.level, t.c.idx, t.c.hash).where(
-            sa.tuple_(t.c.level, t.c.idx).in_(list(part))
+            sa.or_(*(sa.and_(t.c.level == lv, t.c.idx == ix) for lv, ix in part))
         )
         for level, idx, h in conn.execute(query):
             found[(int(level), int(idx))] = bytes(h)
@@ -164,6 +166,15 @@ class TreeAppender:
         self._frontier, self._key = frontier, None
         return frontier
 
+    def cached(self) -> Frontier | None:
+        """The committed head's range when one is cached (the caller must not change it)."""
+        return self._frontier if self._key is not None else None
+
+    def root(self) -> bytes:
+        """The cached committed root (only after :meth:`cached` returned a range)."""
+        assert self._key is not None
+        return self._key[1]
+
     def forget(self) -> None:
         """Drop the cache (after a failed transaction the frontier may be ahead)."""
         self._frontier, self._key = None, None
@@ -197,6 +208,7 @@ class TreeReading:
 
     _trees: TreeTables
     _table: sa.Table
+    _engine: sa.Engine
 
     def _reading(self) -> AbstractContextManager[sa.Connection]:
         raise NotImplementedError
@@ -427,6 +439,9 @@ class TreeReading:
         """Every row's ``(seq, event_id, leaf_index, stored bytes)`` in ``seq`` order,
         streamed in pages of 5,000 (no connection held between pages)."""
         t = self._table
+        if self._engine.dialect.name == "sqlite" and not getattr(self, "_closed", False):
+            yield from self._sqlite_leaf_rows()
+            return
         cursor = -(1 << 62)
         while True:
             with self._reading() as conn:
@@ -476,6 +491,22 @@ class TreeReading:
                 raise ValidationError(f"leaf {index} is not in a tree of size {size}")
             found = fetch_nodes(conn, self._trees, inclusion_nodes(index, size))
         return tuple(inclusion_path(index, size, NodeHashes(_lookup(found))))
+
+    def _sqlite_leaf_rows(self) -> Iterator[LeafRow]:
+        """One streamed query on a connection of its own (a SQLite read transaction:
+        one snapshot), rows as the driver gives them."""
+        raw = self._engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.arraysize = 2000
+            cursor.execute(
+                "SELECT seq, event_id, leaf_index, CAST(event_json AS BLOB) FROM events "
+                "ORDER BY seq"
+            )
+            while batch := cursor.fetchmany():
+                yield from batch
+        finally:
+            raw.close()
 
     def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
         """The stored level-0 nodes ``(leaf index, hash)`` in index order, paged."""

@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("hash", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("level", "idx", name="pk_tree_nodes"),
         schema=schema,
+        sqlite_with_rowid=False,  # one B-tree, keyed by (level, idx)
     )
     op.create_table(
         "tree_head",
