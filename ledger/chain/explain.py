@@ -28,6 +28,7 @@ from typing import Any
 
 from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
+from ledger.model.erasure import erased_text
 from ledger.model.event import Event
 from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time, format_time_us
@@ -143,6 +144,12 @@ class Explanation:
             return f"failed{timing}: {clip(result.err)}"
         return f"succeeded{timing}: {clip(result.result or '')}"
 
+    def _request_text(self) -> str:
+        req = self.request
+        if req is None:
+            return ""
+        return erased_text(req, "args") or req.args or req.preview or ""
+
     def render(self, width: int | None = None) -> str:
         """The readable account. The reason and the gate's reason are shown whole,
         wrapped to ``width`` when given; args, result and request are cut at 200
@@ -152,8 +159,10 @@ class Explanation:
         lines = [
             f"{intent.tool or '?'} (call {intent.call_id or '?'}) in run "
             f"{intent.run_id or '?'}: {verdict}",
-            *_field("reason", intent.reason or "(none recorded)", width),
-            f"  args:     {clip(intent.args or '(none)')}",
+            *_field(
+                "reason", erased_text(intent, "reason") or intent.reason or "(none recorded)", width
+            ),
+            f"  args:     {clip(erased_text(intent, 'args') or intent.args or '(none)')}",
             f"  outcome:  {self._outcome()}",
         ]
         if self.decision is not None:
@@ -177,7 +186,7 @@ class Explanation:
             lines.append("  request:  (missing: the run's head was not recorded)")
         else:
             lines.append(
-                f"  request:  {clip(self.request.args or self.request.preview or '')} "
+                f"  request:  {clip(self._request_text())} "
                 f"(event {self.request.event_id}, {format_time(self.request.time)})"
             )
         lines.extend(f"  anomaly:  {a}" for a in self.anomalies)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from ledger.chain.explain import clip
 from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
+from ledger.model.erasure import erased_text
 from ledger.model.event import Event
 from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time, format_time_us
@@ -112,7 +113,19 @@ def action_dict(a: Action, decision: Event | None = None) -> dict[str, Any]:
         "time": format_time_us(intent.time),
         "intent_event_id": str(intent.event_id),
         "result_event_id": str(result.event_id) if result else None,
+        **_erased_parts(intent, result),
     }
+
+
+def _erased_parts(intent: Event, result: Event | None) -> dict[str, Any]:
+    """``{"erased": {"intent": {...}, "result": {...}}}`` when a part was erased (the
+    fields removed and why), else nothing: an erased part is never shown as missing."""
+    parts = {
+        name: e.erased.to_dict()
+        for name, e in (("intent", intent), ("result", result))
+        if e is not None and e.erased is not None
+    }
+    return {"erased": parts} if parts else {}
 
 
 def _approval(approval: Approval | None) -> dict[str, str] | None:
@@ -189,7 +202,11 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
     if actor is not None:
         lines += _wrapped("  acting for: ", _actor_text(actor.to_dict()), width)
     req = chain.request
-    shown = clip(req.args or req.preview, 200) if req else "(missing: no request recorded)"
+    shown = (
+        clip(erased_text(req, "args") or req.args or req.preview, 200)
+        if req
+        else "(missing: no request recorded)"
+    )
     lines += _wrapped("  request: ", shown, width)
     if not chain.available:
         lines.append("  available: (none)")
@@ -208,18 +225,22 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
         if a.outcome != "denied":  # "denied, denied" says nothing twice
             head += f", {outcome_text(a)}"
         lines += _wrapped("    ", head, width)
-        lines += _wrapped("      reason: ", a.intent.reason or "(none recorded)", width)
+        reason = erased_text(a.intent, "reason") or a.intent.reason or "(none recorded)"
+        lines += _wrapped("      reason: ", reason, width)
         decision = decisions.get(a.call_id)
         approval = a.intent.approval or (decision.approval if decision else None)
         if approval is not None:
             when = f" at {format_time(approval.time)}" if approval.time else ""
             why = f": {approval.reason}" if approval.reason else ""
             lines += _wrapped("      approved by: ", f"{approval.approver}{when}{why}", width)
-        lines += _wrapped("      args: ", clip(a.intent.args or "(none)", 200), width)
+        args = erased_text(a.intent, "args") or a.intent.args or "(none)"
+        lines += _wrapped("      args: ", clip(args, 200), width)
         for ref in a.evidence:
             lines += _wrapped("      evidence: ", ref_text(ref, chain.events), width)
         if a.result is not None:
-            body = a.result.err or clip(a.result.result, 200)
+            body = (
+                erased_text(a.result, "result", "err") or a.result.err or clip(a.result.result, 200)
+            )
             lines += _wrapped("      result: ", body or "(empty)", width)
     for x in chain.anomalies:
         lines += _wrapped("  anomaly: ", str(x), width)

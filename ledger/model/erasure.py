@@ -27,7 +27,9 @@ named (``args`` and ``result``, say); a whole erasure removes every field of
 was committed (its level-0 node), so the tree, its checkpoints and every proof still
 verify; ``ledger verify`` takes an erased row's leaf from there and requires an erasure
 record in the log (an ``action`` of tool :data:`ERASE_TOOL`, whose arguments carry the
-:func:`erasure_digest` of the rows it erased) for each tombstone.
+number of rows it erased and two :func:`erasure_digest` values: of their leaf hashes, and
+of the tombstone bytes it wrote) for each tombstone, so a tombstone changed afterwards,
+or one no erasure made, is tampering.
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ __all__ = [
     "ERASE_TOOL",
     "KEPT_FIELDS",
     "Erasure",
+    "RecordSummary",
     "Tombstone",
     "erase_fields",
+    "erased_text",
     "erasure_digest",
     "record_summary",
     "tombstone_of",
@@ -219,10 +223,21 @@ def erasure_digest(rows: Iterable[tuple[int, bytes]]) -> str:
     return h.hexdigest()
 
 
-def record_summary(data: bytes) -> tuple[int, str] | None:
-    """``(rows erased, digest)`` from the stored bytes of an erasure record (an
-    ``action`` of tool :data:`ERASE_TOOL` whose ``args`` hold ``events`` and
-    ``digest``), or None when ``data`` is not one."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordSummary:
+    """What an erasure record states about the rows it erased: how many, the
+    :func:`erasure_digest` of their ``(leaf index, leaf hash)`` and the one of their
+    ``(leaf index, SHA-256 of the tombstone bytes it wrote)``."""
+
+    events: int
+    digest: str
+    tombstones: str
+
+
+def record_summary(data: bytes) -> RecordSummary | None:
+    """The :class:`RecordSummary` in the stored bytes of an erasure record (an
+    ``action`` of tool :data:`ERASE_TOOL` whose ``args`` hold ``events``, ``digest`` and
+    ``tombstones``), or None when ``data`` is not one."""
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -232,7 +247,27 @@ def record_summary(data: bytes) -> tuple[int, str] | None:
     args = obj.get("args")
     if type(args) is not dict:
         return None
-    count, digest = args.get("events"), args.get("digest")
-    if type(count) is not int or type(digest) is not str:
+    count, digest, stones = args.get("events"), args.get("digest"), args.get("tombstones")
+    if type(count) is not int or type(digest) is not str or type(stones) is not str:
         return None
-    return count, digest
+    return RecordSummary(events=count, digest=digest, tombstones=stones)
+
+
+class _MaybeErased(Protocol):
+    @property
+    def erased(self) -> Erasure | None: ...
+
+
+def erased_text(event: _MaybeErased | None, *fields: str) -> str:
+    """``[erased: <reason>]`` when one of ``fields`` of ``event`` was erased, else "":
+    what readers show in place of an erased part (never "missing" or "none").
+
+    >>> class E: erased = Erasure(fields=("args",), leaf_hash="ab" * 32,
+    ...                           records=("0" * 26,), reason="GDPR request 42")
+    >>> erased_text(E(), "args"), erased_text(E(), "result")
+    ('[erased: GDPR request 42]', '')
+    """
+    gone = None if event is None else event.erased
+    if gone is None or not any(f in gone.fields for f in fields):
+        return ""
+    return f"[erased: {gone.reason}]"

@@ -692,7 +692,7 @@ class Retention:
             where = self._where(conn, selection)
             self._check_floor(conn, where, state, txn.now)
             self._check_holds(conn, where)
-            erased, already, digest = self._tombstones(
+            erased, already, digest, stones = self._tombstones(
                 conn, where, wanted, record_id, why, dry_run, each
             )
             outcome = ErasureOutcome(
@@ -711,6 +711,7 @@ class Retention:
                 "fields": list(wanted),
                 "events": erased,
                 "digest": digest,
+                "tombstones": stones,
                 "already_erased": already,
                 "policy": {"version": state.version, **state.policy.to_dict()},
                 "at": format_time(txn.now),
@@ -832,8 +833,9 @@ class Retention:
         reason: str,
         dry_run: bool,
         each: Callable[[Selected], None] | None,
-    ) -> tuple[int, int, str]:
-        """Stream the selected rows page by page; write each page's tombstones."""
+    ) -> tuple[int, int, str, str]:
+        """Stream the selected rows page by page; write each page's tombstones. Returns
+        the rows erased, those already erased, and the two digests of the record."""
         import hashlib
 
         t = self._events
@@ -842,7 +844,7 @@ class Retention:
             if conn.dialect.name == "sqlite"
             else t.c.event_json
         )
-        digest = hashlib.sha256()
+        digest, stones = hashlib.sha256(), hashlib.sha256()
         erased = already = 0
         cursor = -(1 << 62)
         update = (
@@ -918,12 +920,14 @@ class Retention:
                     event, fields=wanted, leaf_hash=stored.hex(), record=record_id, reason=reason
                 )
                 row = event_row(tomb)
+                written = row[8].encode("utf-8")
+                stones.update(int(index).to_bytes(8, "big") + hashlib.sha256(written).digest())
                 updates.append({"s": seq, "j": row[8], "h": row[9], "e": row[7]})
             if updates:
                 conn.execute(update, updates)
             if len(rows) < PAGE:
                 break
-        return erased, already, digest.hexdigest()
+        return erased, already, digest.hexdigest(), stones.hexdigest()
 
 
 class _Rollback(Exception):

@@ -1,0 +1,133 @@
+"""The erased-row rule of ``ledger verify``: a tombstone is *erased (hash kept)* only
+when an erasure record in the log accounts for it; otherwise it is tampering.
+
+>>> rows = ErasedRows()
+>>> rows.leaf(0, b'{"event_id":"01J...","kind":"request"}') is None   # an ordinary row
+True
+
+An erased row's stored bytes are a tombstone (:mod:`ledger.model.erasure`): its leaf is
+the leaf hash the tombstone keeps, which must equal the level-0 node the log stored when
+the event was committed, so the tree, the checkpoints and the proofs still verify. Each
+tombstone names the erasure records that made it; each record (an ``action`` of tool
+``ledger.erase``, itself a leaf of the log, after the rows it erased) states how many rows
+it erased and two digests: of their ``(leaf index, leaf hash)`` and of the
+``(leaf index, SHA-256 of the tombstone bytes)`` it wrote. Verification recomputes both
+from the tombstones in one pass (memory: a few hashers per record, and the indexes of
+erased rows for the level-0 check). A tombstone that names no record in the log, a record
+whose count or digests the tombstones do not match (a tombstone forged, added, changed
+or removed), or a kept leaf hash that is not the stored level-0 node is a finding. When a
+later erasure re-erased some of a record's rows (whole after fields), those rows' bytes
+are the later record's to vouch for, and the earlier record's tombstone digest is not
+checked (its count and leaf digest still are).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.model.erasure import record_summary, tombstone_of
+
+__all__ = ["ErasedRows", "RecordTally"]
+
+_MAX_LISTED = 10
+
+
+@dataclass(slots=True)
+class RecordTally:
+    """What the tombstones naming one erasure record add up to."""
+
+    rows: int = 0
+    last_rows: int = 0  # rows whose latest erasure is this record
+    first_index: int = -1
+    leaves: Any = field(default_factory=hashlib.sha256)
+    stones: Any = field(default_factory=hashlib.sha256)
+    event_ids: list[str] = field(default_factory=list)
+    found: bool = False
+    summary: Any = None  # the record's RecordSummary once its row is read
+
+
+class ErasedRows:
+    """State of the erased-row rule over one pass (see the module notes)."""
+
+    __slots__ = ("claims", "records")
+
+    def __init__(self) -> None:
+        self.records: dict[str, RecordTally] = {}
+        self.claims: list[tuple[int, bytes, str]] = []  # (leaf index, kept hash, event id)
+
+    def leaf(self, index: int, data: bytes, event_id: str = "") -> bytes | None:
+        """The kept leaf hash when ``data`` is a tombstone (tallied), else None."""
+        stone = tombstone_of(data)
+        if stone is None:
+            return None
+        key = index.to_bytes(8, "big")
+        self.claims.append((index, stone.leaf_hash, event_id))
+        for i, record in enumerate(stone.records):
+            tally = self.records.get(record)
+            if tally is None:
+                tally = self.records[record] = RecordTally()
+            tally.rows += 1
+            if tally.first_index < 0:
+                tally.first_index = index
+            tally.leaves.update(key + stone.leaf_hash)
+            if i == len(stone.records) - 1:
+                tally.last_rows += 1
+                tally.stones.update(key + hashlib.sha256(data).digest())
+            if len(tally.event_ids) < _MAX_LISTED:
+                tally.event_ids.append(event_id)
+        return stone.leaf_hash
+
+    def see(self, event_id: str, data: bytes) -> None:
+        """Read the row ``event_id`` as an erasure record when tombstones named it."""
+        tally = self.records.get(event_id)
+        if tally is not None and not tally.found:
+            tally.found = True
+            tally.summary = record_summary(data)
+
+    @property
+    def erased(self) -> int:
+        """How many tombstones were read."""
+        return len(self.claims)
+
+    def problems(self, stored_leaves: Iterable[tuple[int, bytes]]) -> list[tuple[str, str, int]]:
+        """``(record or event id, message, leaf index)`` for each tombstone the log does
+        not account for; ``stored_leaves`` are the stored level-0 nodes in index order
+        (read only when there are tombstones)."""
+        out: list[tuple[str, str, int]] = []
+        for record, t in self.records.items():
+            listed = ", ".join(e for e in t.event_ids if e)
+            where = f"{t.rows} tombstone(s) ({listed}{' ...' if t.rows > _MAX_LISTED else ''})"
+            s = t.summary
+            if not t.found or s is None:
+                out.append((record, f"{where} name erasure record {record}, which is not an "
+                            "erasure record in the log: the rows' bytes were replaced outside "
+                            "the ledger", t.first_index))  # fmt: skip
+            elif s.events != t.rows or s.digest != t.leaves.hexdigest():
+                out.append((record, f"erasure record {record} erased {s.events} row(s) but "
+                            f"{where} name it, or their kept leaf hashes differ: a tombstone "
+                            "was forged, added or removed outside the ledger",
+                            t.first_index))  # fmt: skip
+            elif t.last_rows == t.rows and s.tombstones != t.stones.hexdigest():
+                out.append((record, f"the tombstones of erasure record {record} are not the "
+                            "bytes it wrote: a tombstone was changed after the erasure",
+                            t.first_index))  # fmt: skip
+        if self.claims:
+            claims = iter(sorted(self.claims))
+            want = next(claims, None)
+            for index, stored in stored_leaves:
+                while want is not None and want[0] < index:
+                    want = next(claims, None)
+                if want is None:
+                    break
+                if want[0] == index and want[1] != stored:
+                    out.append((want[2], f"the tombstone of event {want[2]} keeps a leaf hash "
+                                f"that is not the one the log stored for leaf {index}",
+                                index))  # fmt: skip
+        return out
+
+    def summaries(self) -> list[tuple[str, int, int]]:
+        """``(record id, rows, first leaf index)`` for each erasure record named."""
+        return [(r, t.rows, t.first_index) for r, t in self.records.items()]
