@@ -373,11 +373,13 @@ class KeyLimits:
             value = cut + "…"
         return value
 
-    def check(self, event: Event) -> None:
+    def check(self, event: Event, *, sizes: bool = True) -> None:
         """``ValidationError`` naming the first key field of ``event`` this store cannot
-        hold, and what to do."""
+        hold, and what to do. ``sizes=False`` leaves the length to the store itself (a
+        server that accepts a longer value when it compresses, and refuses it otherwise)."""
+        limits = self if sizes else KeyLimits(nul=self.nul)
         for name in KEY_FIELDS:
-            why = self.problem(getattr(event, name))
+            why = limits.problem(getattr(event, name))
             if why:
                 raise ValidationError(
                     f"{name} {why}; shorten or clean it (a SQLite or JSONL ledger has no "

@@ -96,15 +96,16 @@ _JSON = COLUMNS.index("event_json")
 
 KEY_LIMITS = KeyLimits(nul=False, max_bytes=2048)
 """What PostgreSQL holds in the key columns: no NUL (text cannot hold it; the event JSON
-escapes it) and at most 2048 bytes (a B-tree entry holds about 2,700: the indexes on
-run_id and tool refuse longer values that do not compress)."""
+escapes it), and what a writer should keep under: 2048 bytes (a B-tree entry holds about
+2,700; the indexes on run_id and tool refuse a longer value unless it compresses)."""
 
 
 def _pg_row(event: Event) -> Row:
-    """``event_row(event)``, refusing what the key columns cannot hold (:data:`KEY_LIMITS`)
-    by naming the field, before anything is sent."""
+    """``event_row(event)``, refusing a NUL in a key column (:data:`KEY_LIMITS`) by naming
+    the field, before anything is sent; a length the index cannot hold is the server's to
+    refuse (``StorageError``), since a longer value that compresses is stored."""
     row = event_row(event)
-    KEY_LIMITS.check(event)
+    KEY_LIMITS.check(event, sizes=False)
     return row
 
 
