@@ -606,6 +606,25 @@ class Frontier:
         hashes.append(h)
         self._size += 1
 
+    def extend(self, leaf_hashes: Iterable[bytes]) -> None:
+        """Add many leaves (as :meth:`push` each, in one tight loop; no check of the
+        hashes' length: the caller made them with :func:`leaf_hash`)."""
+        levels, hashes = self._levels, self._hashes
+        n = self._size
+        sha256, node = _sha256, _NODE
+        for h in leaf_hashes:
+            level = 0
+            m = n
+            while m & 1:
+                h = sha256(node + hashes.pop() + h).digest()
+                levels.pop()
+                level += 1
+                m >>= 1
+            levels.append(level)
+            hashes.append(h)
+            n += 1
+        self._size = n
+
     def append(self, leaf_hash: bytes) -> list[Node]:
         """Add the next leaf; return the complete aligned nodes it creates, lowest first:
         ``(0, n, leaf_hash)`` and one parent per subtree it completes.

@@ -45,7 +45,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from ledger.errors import IntegrityError, LedgerError, StorageError
+from ledger.errors import IntegrityError, StorageError
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.checkpoint import Checkpoint, TreeHead, parse_checkpoint_body
 from ledger.integrity.merkle import (
@@ -528,38 +528,53 @@ def _scan(
     pending = sorted(s for s in want_roots if s > 0)
     next_root = pending.pop(0) if pending else -1
     named = 0
-    push, append = frontier.push, frontier.append
+    append = frontier.append
     sha256 = hashlib.sha256
     rows = 0
     expected = 0  # the leaf index the next row should have
-    try:
-        for row in source.leaf_rows():
-            rows += 1
-            if progress is not None and rows % _PROGRESS_EVERY == 0:
-                progress(rows)
-            index = row[2]
-            if index != expected:
-                if named < _MAX_NAMED:
-                    findings.append(_index_finding(LeafRow(*row), expected))
-                    named += 1
-                scan.row_findings = True
-                if index is None:
-                    continue  # a row the ledger never committed is left out of the tree
-            expected = index + 1
-            if index >= scan.highest:
-                scan.highest = index + 1
-            h = sha256(b"\x00" + row[3]).digest()
-            if wanted:
+    pending_hashes: list[bytes] = []
+    add = pending_hashes.append
+    done = 0  # leaves folded into the frontier
+    stop = next_root if next_root > 0 else -1  # fold (and take a root) at this count
+
+    def fold() -> None:
+        nonlocal done
+        if wanted:
+            for h in pending_hashes:
                 for level, idx, node in append(h):
                     if (level, idx) in wanted:
                         scan.nodes[(level, idx)] = node
-            else:
-                push(h)
-            if frontier.size == next_root:
+        else:
+            frontier.extend(pending_hashes)
+        done += len(pending_hashes)
+        pending_hashes.clear()
+
+    for row in source.leaf_rows():
+        rows += 1
+        index = row[2]
+        if index != expected:
+            if named < _MAX_NAMED:
+                findings.append(_index_finding(LeafRow(*row), expected))
+                named += 1
+            scan.row_findings = True
+            if index is None:
+                continue  # a row the ledger never committed is left out of the tree
+            scan.highest = max(scan.highest, expected)
+        expected = index + 1
+        add(sha256(b"\x00" + row[3]).digest())
+        if len(pending_hashes) >= 4096 or done + len(pending_hashes) == stop:
+            fold()
+            if progress is not None:
+                progress(rows)
+            while done == next_root:
                 scan.roots[next_root] = frontier.root()
                 next_root = pending.pop(0) if pending else -1
-    except LedgerError:
-        raise
+            stop = next_root
+    fold()
+    while done == next_root:
+        scan.roots[next_root] = frontier.root()
+        next_root = pending.pop(0) if pending else -1
+    scan.highest = max(scan.highest, expected)
     if named >= _MAX_NAMED:
         findings.append(
             Finding(
