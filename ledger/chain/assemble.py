@@ -48,6 +48,7 @@ from ledger.chain.parts import (
 from ledger.chain.views import chain_dict, render_chain
 from ledger.errors import CallNotFound
 from ledger.ids import ulid_text
+from ledger.model.erasure import erased_text
 from ledger.model.event import Event
 from ledger.model.values import Kind, Ref, RefSource, Verdict
 
@@ -232,7 +233,7 @@ def _actions(
         result = results.get(call) if call and not denied else None  # a denial never ran
         actions.append(Action(intent=e, result=result, evidence=e.refs))
         if denied:
-            reason = e.reason or "no reason recorded"
+            reason = erased_text(e, "reason") or e.reason or "no reason recorded"
             _flag(out, AnomalyCode.DENIED_ATTEMPT, f"{tool} was denied: {reason}", [e], call)
         if not call:
             _flag(out, AnomalyCode.ACTION_WITHOUT_CALL_ID, f"{tool} action has no call id", [e])

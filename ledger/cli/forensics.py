@@ -39,6 +39,7 @@ from ledger.cli.common import (
 )
 from ledger.drift import RefCheck, Resolver, chain_refs, content_hash, verify_refs
 from ledger.errors import RunNotFound
+from ledger.model.erasure import erased_text
 from ledger.model.values import Kind, RefSource, Verdict
 from ledger.report.model import run_dict
 from ledger.sinks import Reader
@@ -103,7 +104,11 @@ def chain_tree(chain: Chain) -> Tree:
         tree.add(f"[bold]acting for[/]: {escape(actor.get('principal') or '(no principal)')}")
     decisions = {e.call_id: e for e in reversed(chain.events) if e.kind is Kind.GATE_DECISION}
     req = chain.request
-    text = clip(req.args or req.preview, 120) if req else "[red](missing)[/]"
+    text = (
+        clip(erased_text(req, "args") or req.args or req.preview, 120)
+        if req
+        else "[red](missing)[/]"
+    )
     tree.add(f"[bold]request[/]: {escape(text) if req else text}")
     avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
     for ref in chain.available:
@@ -118,7 +123,8 @@ def chain_tree(chain: Chain) -> Tree:
         node = acts.add(
             f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: {shown}"
         )
-        reason = clip(a.intent.reason, REASON_CLIP) or "(none recorded)"
+        reason = clip(erased_text(a.intent, "reason") or a.intent.reason, REASON_CLIP)
+        reason = reason or "(none recorded)"
         node.add(f"reason: {escape(reason)}")
         decision = decisions.get(a.call_id)
         approval = a.intent.approval or (decision.approval if decision else None)
@@ -126,11 +132,13 @@ def chain_tree(chain: Chain) -> Tree:
             when = f" at {format_time(approval.time)}" if approval.time else ""
             why = f": {approval.reason}" if approval.reason else ""
             node.add(f"approved by: {escape(approval.approver + when + why)}")
-        node.add(f"args: {escape(clip(a.intent.args or '(none)', 120))}")
+        args = erased_text(a.intent, "args") or a.intent.args or "(none)"
+        node.add(f"args: {escape(clip(args, 120))}")
         for ref in a.evidence:
             node.add(f"evidence: {escape(ref_text(ref, chain.events, short=True))}")
         if a.result is not None:
-            body = a.result.err or clip(a.result.result, 120)
+            body = erased_text(a.result, "result", "err") or a.result.err
+            body = body or clip(a.result.result, 120)
             node.add(f"result: {escape(body)}")
     if chain.anomalies:
         anomalies = tree.add(f"[bold red]anomalies[/] ({len(chain.anomalies)})")
@@ -225,7 +233,8 @@ def _why_not_an_action(chain: Chain, call: str, as_json: bool) -> None:
     else:
         lines.append("  gate:     no decision recorded")
     if result is not None:
-        body = result.err or clip(result.result, 200) or "(empty)"
+        body = erased_text(result, "result", "err") or result.err or clip(result.result, 200)
+        body = body or "(empty)"
         lines.append(f"  result:   {body} (event {result.event_id})")
         if result.result is not None:
             lines.append(
@@ -303,7 +312,15 @@ def events(
         for e in found:
             count += 1
             last = str(e.event_id)
-            detail = clip(e.err or e.reason or e.result or e.args or e.preview, 60)
+            detail = clip(
+                erased_text(e, "args", "result")
+                or e.err
+                or e.reason
+                or e.result
+                or e.args
+                or e.preview,
+                60,
+            )
             cells = [human_time(e.time)]
             cells += [escape(e.run_id)] if run_id is None else []
             cells += [
