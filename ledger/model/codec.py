@@ -394,7 +394,7 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     args, result = get("args", _ABSENT), get("result", _ABSENT)
     who, approval, gone = get("actor"), get("approval"), get("erased")
     try:
-        actor = None if who is None else Actor.from_dict(who)
+        actor = None if who is None else _actor(who)
         approved = None if approval is None else Approval.from_dict(approval)
         erased = None if gone is None else Erasure.from_dict(gone)
     except (ValidationError, TypeError):
@@ -422,6 +422,23 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
 
 
 _ABSENT = object()
+_ACTORS: dict[tuple[tuple[str, object], ...], Actor] = {}
+_ACTOR_KEYS = frozenset(("principal", "agent_id", "agent_version"))
+
+
+def _actor(value: object) -> Actor:
+    """``Actor.from_dict(value)``, made once per distinct actor (a ledger holds few; the
+    value is frozen, so one object serves every event naming it)."""
+    if type(value) is not dict or not value.keys() <= _ACTOR_KEYS:
+        return Actor.from_dict(value)
+    key = tuple(value.items())  # an unhashable member raises TypeError: the exact path
+    found = _ACTORS.get(key)
+    if found is None:
+        found = Actor.from_dict(value)
+        if len(_ACTORS) >= 4096:
+            _ACTORS.clear()
+        _ACTORS[key] = found
+    return found
 
 
 def _decode_refs(value: object) -> tuple[Ref, ...] | None:
