@@ -33,3 +33,19 @@ def test_import_ledger_does_not_load_the_typed_engine() -> None:
     code = "import sys, ledger, ledger.cli.main; print('ledger.typed' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_open_store_reads_a_location_string(tmp_path: Path) -> None:
+    import pytest
+
+    from ledger.typed import GitShardStore, ShardStore, StoreError, open_store
+
+    assert isinstance(open_store(tmp_path), ShardStore)
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(tmp_path / "missing", must_exist=True)
+    with pytest.raises(StoreError, match="needs a repository"):
+        open_store("git+")
+    with pytest.raises(StoreError, match="is not a git repository"):
+        open_store(f"git+{tmp_path}")
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "r.git")], check=True)
+    assert isinstance(open_store(f"git+{tmp_path / 'r.git'}"), GitShardStore)
