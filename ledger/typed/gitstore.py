@@ -137,6 +137,7 @@ class GitShardStore:
         self.max_attempts = max_attempts
         self._git_exe = git
         self._heads: dict[str, str] | None = None
+        self._ssh_env: dict[str, str] = {}
         self._lock_depth = 0
         self._lock_guard = threading.RLock()
         if _URL.search(self.location):
@@ -151,6 +152,15 @@ class GitShardStore:
                 f"refs/agentledger/{remote}/ledgers/" if self._remote else BRANCH_PREFIX
             )
         self._identity = self._commit_identity()
+        self._ssh_env = self._batch_ssh()
+
+    def _batch_ssh(self) -> dict[str, str]:
+        """ssh without prompts (keys and agents still work), unless the user chose one."""
+        if "GIT_SSH_COMMAND" in os.environ or "GIT_SSH" in os.environ:
+            return {}
+        if self._git("config", "--get", "core.sshCommand", check=False)[0] == 0:
+            return {}
+        return {"GIT_SSH_COMMAND": "ssh -o BatchMode=yes"}
 
     def __repr__(self) -> str:
         return f"GitShardStore({self.location!r})"
@@ -170,7 +180,13 @@ class GitShardStore:
         if directory is not None:
             command.append(f"--git-dir={directory}")
         command.extend(args)
-        full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+        full_env = {
+            **os.environ,
+            "GIT_TERMINAL_PROMPT": "0",  # a missing credential fails, it never prompts
+            "LC_ALL": "C",
+            **self._ssh_env,
+            **(env or {}),
+        }
         try:
             done = subprocess.run(command, input=data, capture_output=True, env=full_env)
         except FileNotFoundError:
