@@ -78,9 +78,13 @@ class LedgerResolver:
         return found
 
     def refresh(self) -> None:
-        """Forget the index; the next lookup re-reads every ledger."""
+        """Forget the index; the next lookup re-reads every ledger (a git store takes a
+        new snapshot of its branches first)."""
         with self._lock:
             self._index = None
+            take_snapshot = getattr(self._store, "refresh", None)
+            if callable(take_snapshot):
+                take_snapshot()
 
     @property
     def _names(self) -> tuple[str, ...]:
