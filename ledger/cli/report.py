@@ -82,6 +82,10 @@ def print_summary(r: ComplianceReport, console: Console, *, details: bool = True
     if hc.mismatch_count:
         hstyle = "bold red"
     console.print(f"[{hstyle}]{escape(hc.summary())}[/]")
+    lstyle = "green" if r.log_check is not None and r.log_check.ok else "bold red"
+    console.print(
+        f"[{lstyle if r.log_check is not None else 'yellow'}]{escape(r.log_statement())}[/]"
+    )
     if not details:
         return
     _detail_tables(r, console)

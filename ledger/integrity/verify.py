@@ -228,6 +228,7 @@ class JSONLLeaves:
     """
 
     __slots__ = ("path",)
+    keeps_head = False
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -345,6 +346,26 @@ def _check_notes(
     return valid
 
 
+def verify_stored(source: object) -> VerifyResult | None:
+    """:func:`verify_ledger` of ``source`` against its stored tree and checkpoints,
+    without keys (signatures unchecked, roots compared), or None when ``source`` keeps
+    no Merkle log (a JSONL or in-memory reader): what ``ledger report`` and ``ledger db
+    check`` include."""
+    if not isinstance(source, LeafSource) or not getattr(source, "keeps_head", False):
+        return None
+    return verify_ledger(source, None)
+
+
+def log_statement(result: VerifyResult | None) -> str:
+    """One sentence on a report: the log verified, not verified (and why), or absent."""
+    if result is None:
+        return "tamper-evident log: none (not a SQL ledger); nothing verified"
+    if result.ok:
+        return f"tamper-evident log {result.summary()}"
+    first = result.errors[0].message
+    return f"VIOLATION: tamper-evident log {result.summary()}; first: {first}"
+
+
 def verify_ledger(
     source: LeafSource,
     verifiers: Iterable[NoteVerifier] | None,
@@ -377,6 +398,14 @@ def verify_ledger(
     ]
     valid = _check_notes(given, keys, findings)
     stored = source.stored_head()
+    if stored is None and getattr(source, "keeps_head", False):
+        findings.append(
+            Finding(
+                kind=FindingKind.HEAD,
+                message="the ledger has no stored tree head (the tree_head row was deleted "
+                "outside the ledger)",
+            )
+        )
     log_origin = origin or (stored[0] if stored else None)
     if log_origin is None and valid:
         log_origin = valid[0].cp.origin

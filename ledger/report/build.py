@@ -46,8 +46,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
+from ledger.integrity.verify import verify_stored
 from ledger.model.values import outside_any_run
 from ledger.report.calls import CallPass, approved_actions, in_time_order, look_across
 from ledger.report.document import ComplianceReport
@@ -97,6 +99,7 @@ def build_report(
         )
     else:
         report = _streamed(reader, since=since, until=until, progress=progress, ledger=ledger)
+    report = replace(report, log_check=verify_stored(reader))
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
     return report
 

@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ledger.errors import StorageError, ValidationError
+from ledger.integrity.verify import VerifyResult, log_statement, verify_stored
 from ledger.report.hashes import HashCheck, check_rows
 from ledger.sinks.schema import SchemaState, revision_state
 from ledger.sinks.url import LedgerURL, parse_url, shown_url
@@ -49,6 +50,7 @@ class DatabaseCheck:
     )
 
     has_events: bool = False
+    log_check: VerifyResult | None = None  # the Merkle log (None: not checked)
 
     @property
     def schema_status(self) -> str:
@@ -58,11 +60,13 @@ class DatabaseCheck:
 
     @property
     def ok(self) -> bool:
-        """Schema current, integrity ``ok`` and no content-hash mismatch."""
+        """Schema current, integrity ``ok``, no content-hash mismatch, and the
+        tamper-evident log verified."""
         return (
             self.schema_status == SchemaState.CURRENT
             and self.integrity == "ok"
             and not self.hash_check.mismatch_count
+            and (self.log_check is None or self.log_check.ok)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +78,8 @@ class DatabaseCheck:
             "rows": {"events": self.events, "runs": self.runs, "kinds": dict(self.kinds)},
             "integrity": self.integrity,
             "hash_check": self.hash_check.to_dict(),
+            "log_check": None if self.log_check is None else self.log_check.to_dict(),
+            "log_statement": log_statement(self.log_check),
         }
 
 
@@ -150,6 +156,12 @@ def check_database(url: str) -> DatabaseCheck:
         hashes = check_rows(stored_rows(reading, table))
     finally:
         engine.dispose()
+    log_check = None
+    if revision_state(revision, has_events=True) is SchemaState.CURRENT:
+        from ledger.sinks.opening import open_reader
+
+        with open_reader(url) as reader:
+            log_check = verify_stored(reader)
     return DatabaseCheck(
         url=base.url,
         dialect=base.dialect,
@@ -161,4 +173,5 @@ def check_database(url: str) -> DatabaseCheck:
         integrity=integrity,
         hash_check=hashes,
         has_events=True,
+        log_check=log_check,
     )

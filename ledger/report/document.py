@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ledger.integrity.verify import VerifyResult, log_statement
 from ledger.report.hashes import HashCheck
 from ledger.report.model import (
     ApprovedAction,
@@ -56,6 +57,7 @@ class ComplianceReport:
     principals: tuple[WhoStats, ...] = ()
     outside_runs: tuple[Finding, ...] = ()
     ledger: str = ""
+    log_check: VerifyResult | None = None  # the Merkle log, verified over the whole ledger
 
     @property
     def actions(self) -> int:
@@ -64,8 +66,17 @@ class ComplianceReport:
 
     @property
     def compliant(self) -> bool:
-        """No action ran without a committed intent and no content hash mismatched."""
-        return not self.unsafe_without_intent and not self.hash_check.mismatch_count
+        """No action ran without a committed intent, no content hash mismatched, and
+        the tamper-evident log verified (when the ledger keeps one)."""
+        return (
+            not self.unsafe_without_intent
+            and not self.hash_check.mismatch_count
+            and (self.log_check is None or self.log_check.ok)
+        )
+
+    def log_statement(self) -> str:
+        """The sentence on the tamper-evident log."""
+        return log_statement(self.log_check)
 
     def to_dict(self) -> dict[str, Any]:
         """Machine form with stable field names (the ``--format json`` output)."""
@@ -104,6 +115,8 @@ class ComplianceReport:
             },
             "outside_runs": [f.to_dict() for f in self.outside_runs],
             "hash_check": self.hash_check.to_dict(),
+            "log_check": None if self.log_check is None else self.log_check.to_dict(),
+            "log_statement": self.log_statement(),
             "timeline": [b.to_dict() for b in self.timeline],
         }
 

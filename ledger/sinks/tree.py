@@ -209,6 +209,7 @@ class TreeReading:
     _trees: TreeTables
     _table: sa.Table
     _engine: sa.Engine
+    keeps_head = True  # a LeafSource that stores its tree head (ledger.integrity.verify)
 
     def _reading(self) -> AbstractContextManager[sa.Connection]:
         raise NotImplementedError
