@@ -330,6 +330,7 @@ def _build_sqlite(path: Path, size: int) -> None:
 
     SQLiteSink(path).close()  # the schema as the sink's migrations make it
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=OFF")  # a bulk load; an interrupted build is redone
     conn.execute("PRAGMA synchronous=OFF")
     conn.execute("PRAGMA cache_size=-262144")
     indexes = _indexes(conn)
@@ -353,6 +354,9 @@ def _build_sqlite(path: Path, size: int) -> None:
             conn.executemany(node_insert, nodes)
             batch.clear()
             nodes.clear()
+            if i % 500_000 < 20_000:
+                conn.execute("COMMIT")
+                conn.execute("BEGIN")
     conn.executemany(insert, batch)
     conn.executemany(node_insert, nodes)
     conn.execute("UPDATE tree_head SET size = ?, root = ? WHERE id = 1",
@@ -361,6 +365,7 @@ def _build_sqlite(path: Path, size: int) -> None:
     for _name, sql in indexes:
         conn.execute(sql)
     conn.execute("ANALYZE")
+    conn.execute("PRAGMA journal_mode=WAL")  # as the sink keeps it
     conn.close()
 
 
@@ -474,7 +479,7 @@ def _us(moment: datetime) -> int:
 def plain_report(db: Plain, since: datetime, until: datetime) -> dict[str, Any]:
     """What the report computes, by hand: the aggregates in SQL, the listed rows fetched
     (denials and approved actions with their JSON parsed: reasons, approvers, who), and
-    one content-hash pass."""
+    one pass checking every row of the window (:func:`plain_row_ok`)."""
     w = (_us(since), _us(until))
     win = "time_us >= ? AND time_us < ?"
     out: dict[str, Any] = {}
@@ -523,24 +528,49 @@ def plain_report(db: Plain, since: datetime, until: datetime) -> dict[str, Any]:
     return out
 
 
-def canonical_hash(text: str | bytes) -> str | None:
-    """The content hash of stored JSON, as a careful hand-written check computes it."""
+def canonical_hash(obj: Any) -> str | None:
+    """The content hash of parsed stored JSON, as a careful hand-written check computes it."""
     try:
-        return "sha256:" + hashlib.sha256(canonical_bytes(orjson.loads(text))).hexdigest()
+        return "sha256:" + hashlib.sha256(canonical_bytes(obj)).hexdigest()
     except CanonicalizationError:
         return None
 
 
+_CHECKED = (
+    "SELECT event_id, run_id, call_id, kind, tool, verdict, time_us, has_err, event_json, "
+    "content_hash FROM events"
+)
+
+
+def plain_row_ok(row: tuple[Any, ...]) -> bool:
+    """What the ledger's check checks of a row, by hand: the content hash recomputed
+    from the stored JSON, the id and the filter columns against the JSON."""
+    event_id, run_id, call_id, kind, tool, verdict, time_us, has_err, text, stored = row
+    obj = orjson.loads(text)
+    get = obj.get
+    when = datetime.fromisoformat(get("time", ""))
+    return (
+        canonical_hash(obj) == stored
+        and get("event_id") == event_id
+        and get("run_id", "") == run_id
+        and get("call_id", "") == call_id
+        and get("kind") == kind
+        and get("tool", "") == tool
+        and get("verdict") == verdict
+        and bool(get("err")) == bool(has_err)
+        and (when - EPOCH) // timedelta(microseconds=1) == time_us
+    )
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def plain_hash_pass(db: Plain, since: datetime | None, until: datetime | None) -> int:
-    """Recompute every content hash in the window; the number that differ."""
+    """Check every row in the window (:func:`plain_row_ok`); the number that fail."""
     where, params = "", ()
     if since is not None and until is not None:
-        where, params = "WHERE time_us >= ? AND time_us < ?", (_us(since), _us(until))
-    bad = 0
-    for text, stored in db.stream(f"SELECT event_json, content_hash FROM events {where}", params):
-        if canonical_hash(text) != stored:
-            bad += 1
-    return bad
+        where, params = " WHERE time_us >= ? AND time_us < ?", (_us(since), _us(until))
+    return sum(1 for row in db.stream(_CHECKED + where, params) if not plain_row_ok(row))
 
 
 def plain_runs(db: Plain, since: datetime, until: datetime) -> list[Any]:
@@ -555,14 +585,14 @@ def plain_runs(db: Plain, since: datetime, until: datetime) -> list[Any]:
 
 
 def plain_verify(db: Plain) -> bool:
-    """Every content hash and leaf recomputed, the root folded and compared to the head."""
+    """Every row checked (:func:`plain_row_ok`) and its leaf recomputed in one pass, the
+    root folded and compared with the stored head."""
     frontier = Frontier()
     bad = 0
-    for text, stored, _index in db.stream(
-        "SELECT event_json, content_hash, leaf_index FROM events ORDER BY seq"
-    ):
+    for row in db.stream(_CHECKED.replace(" FROM", ", leaf_index FROM") + " ORDER BY seq"):
+        text = row[8]
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        if canonical_hash(data) != stored:
+        if not plain_row_ok(row[:-1]):
             bad += 1
         frontier.push(leaf_hash(data))
     (root,) = db.rows("SELECT root FROM tree_head WHERE id = 1")[0]
@@ -632,11 +662,14 @@ def alternate(
     ours: Callable[[], object],
     base: Callable[[], object],
     before: Callable[[], None] | None = None,
+    warm: bool = True,
 ) -> tuple[float, float]:
-    """Median seconds of ``ours`` and ``base`` run alternately ``reps`` times (one
-    untimed warm-up of each first; ``before`` runs untimed before each timed call)."""
-    ours()
-    base()
+    """Median seconds of ``ours`` and ``base`` run alternately ``reps`` times (with
+    ``warm``, one untimed warm-up of each first; ``before`` runs untimed before each
+    timed call)."""
+    if warm:
+        ours()
+        base()
     a, b = [], []
     for _ in range(reps):
         a.append(_time(ours, before))
@@ -707,13 +740,15 @@ def bench_ledger(
     reps: int,
     path: Path | None,
     measure_memory: bool,
+    heavy_reps: int = 3,
+    light: bool = False,
 ) -> None:
     from ledger.report.build import build_report
     from ledger.report.verification import verify_rows
     from ledger.sinks.opening import open_reader
 
     print(f"{backend}, {size:,} events:", flush=True)
-    heavy = max(1, min(reps, 3 if size < 5_000_000 else 1))
+    heavy = max(1, min(reps, heavy_reps))
     reader = open_reader(url)
 
     def fig(name: str, ours: float, base: float, bar: float | None, note: str = "") -> None:
@@ -725,8 +760,9 @@ def bench_ledger(
     def report_year() -> None:
         build_report(reader, since=year[0], until=year[1])
 
-    a, b = alternate(heavy, report_year, lambda: plain_report(plain, *year))
-    fig("report, whole year", a, b, 0.5)
+    if not light:
+        a, b = alternate(heavy, report_year, lambda: plain_report(plain, *year), warm=size < 10**6)
+        fig("report, whole year", a, b, 0.5)
     a, b = alternate(reps, lambda: build_report(reader, since=month[0], until=month[1]),
                      lambda: plain_report(plain, *month))  # fmt: skip
     fig("report, 30 days", a, b, 0.5)
@@ -768,10 +804,11 @@ def bench_ledger(
         hashes, found = verify_rows(reader)
         assert hashes.mismatch_count == 0 and found is not None and found.ok
 
-    a, b = alternate(heavy, verify, lambda: plain_verify(plain))
-    fig("verification (hashes + Merkle)", a, b, 0.5)
+    if not light:
+        a, b = alternate(heavy, verify, lambda: plain_verify(plain), warm=size < 10**6)
+        fig("verification (hashes + Merkle)", a, b, 0.5)
     reader.close()
-    if measure_memory:
+    if measure_memory and not light:
         since, until = START.isoformat(), END.isoformat()
         _, idle = child_peak(url, "idle", since, until)
         for what in ("report", "verify"):
@@ -813,6 +850,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e5,1e6", help="comma-separated, e.g. 1e5,1e6,1e7")
     parser.add_argument("--reps", type=int, default=3, help="alternating runs per figure")
+    parser.add_argument(
+        "--heavy-reps", type=int, default=3,
+        help="alternating runs of the whole-year report and of verification",
+    )  # fmt: skip
+    parser.add_argument(
+        "--light", action="store_true",
+        help="skip the whole-year report, verification and memory (the passes over every row)",
+    )  # fmt: skip
     parser.add_argument("--only", choices=("sqlite", "postgresql"), help="one backend")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached ledgers")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
@@ -828,8 +873,8 @@ def main() -> int:
     sizes = parse_sizes(opts.sizes)
     dsn = os.environ.get("LEDGER_TEST_POSTGRES_DSN", "")
     results = Results()
-    print(f"median of {opts.reps} alternating runs (whole-year report and verification: "
-          f"at most 3; at 10^7: 1); generator v{GENERATOR_VERSION}", flush=True)  # fmt: skip
+    print(f"median of {opts.reps} alternating runs ({opts.heavy_reps} for the whole-year "
+          f"report and verification); generator v{GENERATOR_VERSION}", flush=True)  # fmt: skip
     for size in sizes:
         path = sqlite_ledger(size, opts.rebuild)
         schema = None
@@ -840,13 +885,13 @@ def main() -> int:
         if opts.only != "postgresql":
             plain = Plain.sqlite(path)
             bench_ledger(results, "sqlite", size, f"sqlite:///{path}", plain, opts.reps, path,
-                         not opts.no_memory)  # fmt: skip
+                         not opts.no_memory, opts.heavy_reps, opts.light)  # fmt: skip
             plain.close()
         if schema is not None:
             plain = Plain.postgres(dsn, schema)
             url = f"{dsn}{'&' if '?' in dsn else '?'}ledger_schema={schema}"
             bench_ledger(results, "postgresql", size, url, plain, opts.reps, None,
-                         not opts.no_memory)  # fmt: skip
+                         not opts.no_memory, opts.heavy_reps, opts.light)  # fmt: skip
             plain.close()
         elif not dsn and opts.only != "sqlite":
             print("PostgreSQL: skipped (set LEDGER_TEST_POSTGRES_DSN)")
