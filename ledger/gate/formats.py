@@ -156,6 +156,20 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat(name="perplexity-key", prefixes=("pplx-",), body=_ALNUM, min=40),
     TokenFormat(name="mapbox-secret-token", prefixes=("sk.eyJ",), body=_B64URL + ".", min=40),
     TokenFormat(name="jwt", prefixes=("eyJ",), body=_B64URL, min=8, glued=False, check="jwt"),
+    TokenFormat(  # base64 of a PEM private key (kubeconfig client-key-data, k8s secrets)
+        name="base64-private-key",
+        prefixes=(
+            "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0t",  # -----BEGIN RSA PRIVATE KEY-----
+            "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t",  # -----BEGIN PRIVATE KEY-----
+            "LS0tLS1CRUdJTiBPUEVOU1NIIFBSSVZBVEUgS0VZLS0t",  # OPENSSH PRIVATE KEY
+            "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t",  # EC PRIVATE KEY
+            "LS0tLS1CRUdJTiBFTkNSWVBURUQgUFJJVkFURSBLRVktLS0t",  # ENCRYPTED PRIVATE KEY
+            "LS0tLS1CRUdJTiBEU0EgUFJJVkFURSBLRVktLS0t",  # DSA PRIVATE KEY
+            "LS0tLS1CRUdJTiBQR1AgUFJJVkFURSBLRVkgQkxPQ0stLS0t",  # PGP PRIVATE KEY BLOCK
+        ),
+        body=_ALNUM + "+/=",
+        min=20,
+    ),
 )
 """The token formats, in the order they are tried at one position (the longer prefix
 of two first)."""

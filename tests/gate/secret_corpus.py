@@ -162,6 +162,8 @@ def corpus(seed: int) -> list[Secret]:
     add("grafana-cloud", "glc_" + _r(rnd, ALNUM + "+/", 60))
     add("newrelic-key", "NRAK-" + _r(rnd, string.ascii_uppercase + string.digits, 27))
     add("age-secret-key", "AGE-SECRET-KEY-1" + _r(rnd, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58))
+    b64 = base64.b64encode((_pem(rnd, "RSA PRIVATE KEY") + "\n").encode()).decode()
+    add("kubeconfig-client-key-data", b64[-60:], f"client-key-data: {b64}")
     basic = base64.b64encode(f"admin:{_r(rnd, ALNUM, 12)}".encode()).decode()
     add("basic-auth-header", basic, f"Authorization: Basic {basic}")
     tok = _r(rnd, HEX, 40)
