@@ -49,7 +49,7 @@ tbody tr:hover{background:#f8fafc}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.t{white-space:nowrap;font-variant-numeric:tabular-nums}
 td.id{font-family:var(--mono);font-size:12px;word-break:break-all}
-td.run-id{min-width:11em;max-width:16em}td.req{min-width:15em}
+td.run-id{min-width:10em;max-width:15em}td.req{min-width:13em}
 td.req .v{font-family:inherit;font-size:13px}td.who{min-width:8em;max-width:14em}
 td.who .mono{word-break:break-all}
 .scroll{overflow-x:auto;max-width:100%}
@@ -97,7 +97,8 @@ border-left:4px solid var(--bad)}
 .timeline>li.minor .card{padding:.35em 1em;background:#fbfbfc}
 .head{display:flex;flex-wrap:wrap;gap:.4em .8em;align-items:baseline}
 .head .when{margin-left:auto;color:var(--muted);font-size:12px;
-font-variant-numeric:tabular-nums}
+font-variant-numeric:tabular-nums}.head .offset{color:#8c959f;margin-left:.3em}
+.quick{font-size:13px;margin:.2em 0 .5em;color:var(--muted)}.quick a{margin:0 .25em}
 dl.kv{display:grid;grid-template-columns:minmax(6em,max-content) minmax(0,1fr);
 gap:.25em 1em;margin:.5em 0 0}
 dl.kv dt{color:var(--muted);font-size:12.5px}dl.kv dd{margin:0;min-width:0}

@@ -142,6 +142,8 @@ def _follow(driver: object, element: object) -> None:
     WebDriverWait(driver, 30).until(
         lambda d: d.execute_script("return document.readyState") == "complete"
     )
+    errors = driver.find_elements(By.ID, "error")  # type: ignore[attr-defined]
+    assert not errors, f"the page is an error page: {errors[0].text}"
 
 
 def _no_overflow(driver: object, name: str) -> None:

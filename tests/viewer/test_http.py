@@ -181,6 +181,9 @@ def test_filters(viewer: Viewer, filled: Filled) -> None:
         "page-011", "page-014", "page-017"
     }  # fmt: skip
     assert runs(since="2026-11-29") == {filled.demo_run, HOSTILE_RUN}
+    quick = fetch(viewer, "/", {"tool": "tool-1", "since": "2026-11-01"}).text
+    assert '<a href="/?tool=tool-1&amp;since=24h" id="since-24h">' in quick, "keeps the filters"
+    assert '<a href="/?tool=tool-1" id="since-all">' in quick
 
 
 def test_principal_filter_reads_structured_identity(tmp_path: Path) -> None:

@@ -69,6 +69,12 @@ def integrity_status(reader: Reader) -> IntegrityStatus:
     except LedgerError as exc:
         log.warning("integrity: %s", exc)
         return IntegrityStatus(state="error", summary=f"the log could not be read: {exc}")
+    except Exception as exc:  # the verifier itself failed: say so, keep the page
+        log.exception("integrity verification failed")
+        return IntegrityStatus(
+            state="error",
+            summary=f"verification did not complete ({type(exc).__name__}); see the server log",
+        )
     d = result.to_dict()
     facts = tuple(
         (k.replace("_", " "), str(d[k]))

@@ -13,7 +13,7 @@ items and the other events of the run sit in the timeline in event order.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from ledger.chain.assemble import Chain, assemble_chain
 from ledger.chain.parts import UNINTENDED, Action, Anomaly
@@ -75,6 +75,12 @@ def _whole(e: Event, name: str) -> str:
     return href("/value", event=ulid_text(e.event_id), field=name)
 
 
+def _when(moment: datetime, start: datetime) -> str:
+    """The time, and how long after the run's first event (``start``) it came."""
+    offset = (moment - start).total_seconds()
+    return f'{when_text(moment)} <span class="offset">+{offset:.3f} s</span>'
+
+
 def _kv(items: Iterable[tuple[str, str]]) -> str:
     return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
@@ -106,7 +112,12 @@ def _anomaly_list(anomalies: Iterable[Anomaly]) -> str:
 
 
 def _action_entry(
-    n: int, a: Action, chain: Chain, decisions: dict[str, list[Event]], checks: dict[Ref, RefCheck]
+    n: int,
+    a: Action,
+    chain: Chain,
+    decisions: dict[str, list[Event]],
+    checks: dict[Ref, RefCheck],
+    start: datetime,
 ) -> str:
     intent, result = a.intent, a.result
     outcome = a.outcome
@@ -161,11 +172,11 @@ def _action_entry(
         f'<h3 class="tool">{esc(intent.tool or "?")}</h3>'
         f"{verdict_badge(intent.verdict)}{outcome_badge}"
         f'<span class="mono small muted">call {esc(intent.call_id or "(none)")}</span>{why}'
-        f'<span class="when">{when_text(intent.time)}</span></div>{_kv(rows)}</div></li>'
+        f'<span class="when">{_when(intent.time, start)}</span></div>{_kv(rows)}</div></li>'
     )
 
 
-def _read_entry(e: Event, decisions: dict[str, list[Event]], chain: Chain) -> str:
+def _read_entry(e: Event, decisions: dict[str, list[Event]], chain: Chain, start: datetime) -> str:
     rows = [("result", value(e.result, whole=_whole(e, "result")))]
     if e.err:
         rows.append(("error", f'<span class="v">{esc(e.err[:2000])}</span>'))
@@ -185,11 +196,11 @@ def _read_entry(e: Event, decisions: dict[str, list[Event]], chain: Chain) -> st
         f'<li class="{css}"><div class="card"><div class="head">'
         f'<h3 class="tool">{esc(e.tool or "?")}</h3>{mark}'
         f'<span class="mono small muted">call {esc(e.call_id or "(none)")}</span>{ref}'
-        f'<span class="when">{when_text(e.time)}</span></div>{_kv(rows)}</div></li>'
+        f'<span class="when">{_when(e.time, start)}</span></div>{_kv(rows)}</div></li>'
     )
 
 
-def _minor_entry(e: Event, checks: dict[Ref, RefCheck]) -> str:
+def _minor_entry(e: Event, checks: dict[Ref, RefCheck], start: datetime) -> str:
     kind = str(e.kind).replace("_", " ")
     rows: list[tuple[str, str]] = []
     if e.kind is Kind.RETRIEVED:
@@ -209,7 +220,8 @@ def _minor_entry(e: Event, checks: dict[Ref, RefCheck]) -> str:
     css = "minor failed" if e.err or e.kind is Kind.ABORT else "minor"
     return (
         f'<li class="{css}"><div class="card"><div class="head">{badge(kind, "info")}'
-        f'<span class="when">{when_text(e.time)}</span></div>{_kv(rows) if rows else ""}</div></li>'
+        f'<span class="when">{_when(e.time, start)}</span></div>'
+        f"{_kv(rows) if rows else ''}</div></li>"
     )
 
 
@@ -224,19 +236,20 @@ def _timeline(chain: Chain, checks: dict[Ref, RefCheck]) -> str:
         e.call_id for e in chain.events if e.kind is Kind.TOOL_RESULT and e.call_id
     }
     items: list[str] = []
+    start = min((e.time for e in chain.events), default=datetime.now(UTC))
     for e in chain.events:
         if id(e) in actions:
             n, a = actions[id(e)]
-            items.append(_action_entry(n, a, chain, decisions, checks))
+            items.append(_action_entry(n, a, chain, decisions, checks, start))
         elif e.kind is Kind.TOOL_RESULT:
             if id(e) not in paired:
-                items.append(_read_entry(e, decisions, chain))
+                items.append(_read_entry(e, decisions, chain, start))
         elif (e.kind is Kind.GATE_DECISION and e.call_id in shown_calls) or (
             e.kind is Kind.REQUEST and e is chain.request
         ):
             continue
         else:
-            items.append(_minor_entry(e, checks))
+            items.append(_minor_entry(e, checks, start))
     if not items:
         return '<p class="muted">The run has no actions or reads.</p>'
     return f'<ol class="timeline" id="timeline">{"".join(items)}</ol>'

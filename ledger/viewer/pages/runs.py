@@ -69,6 +69,17 @@ def _select(name: str, label: str, choices: tuple[tuple[str, str], ...], chosen:
     )
 
 
+_QUICK = (("last hour", "1h"), ("24 hours", "24h"), ("7 days", "7d"), ("30 days", "30d"))
+
+
+def _quick(params: dict[str, str]) -> str:
+    """Links to the common windows (keeping the other filters)."""
+    keep = {k: v for k, v in query_fields(params, FILTERS).items() if k not in ("since", "until")}
+    links = [link(href("/", **keep, since=age), name, id_=f"since-{age}") for name, age in _QUICK]
+    links.append(link(href("/", **keep), "all time", id_="since-all"))
+    return f'<div class="quick" id="quick">window: {" · ".join(links)}</div>'
+
+
 def _form(params: dict[str, str]) -> str:
     verdicts = (
         ("", "any"),
@@ -208,6 +219,7 @@ def runs_page(request: Request, ctx: Context) -> Response:
         )
     body = (
         '<h1 id="title">Runs</h1>'
+        + _quick(params)
         + _form(params)
         + _file_notes(reader)
         + corrupt_notice(result.skipped)
