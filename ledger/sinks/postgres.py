@@ -28,19 +28,21 @@ synchronous standby strengthens it. A connection lost during a write raises
 retried behind the caller's back. An engine made by ``open`` pings a pooled connection
 before lending it (``pool_pre_ping``), so one that died while idle is replaced first.
 
-Commit order. Writers take a shared transaction-level advisory lock before inserting;
-each page of ``events(...)`` first takes the same lock exclusively, which waits for the
-writers in flight. A tailer therefore never sees row ``n`` while a row below ``n`` can
-still commit, and ``events(after=...)`` never skips a late commit. Writers do not block
-each other. A long caller transaction holding a ledger write delays tailing readers
-until it ends; so a thread must not read ``events(...)`` through an engine-owning sink
-while it holds such a transaction open on another connection (it would wait for itself).
-Alternative considered: an exclusive transaction-level lock around each insert makes
-``seq`` order commit order too, but serializes the commits of every process and sink
-(no shared WAL flushes between them). Inside one sink the group commit already issues
-one transaction at a time, so the two measured alike here (two sinks x 4 threads: about
-4,900 vs 5,000 commits/s); the shared/exclusive scheme keeps independent writers
-parallel and puts the waiting on tailing readers instead.
+Commit order and the Merkle log. Every write also appends its events to the ledger's
+RFC 9162 tree (:mod:`ledger.sinks.tree`) in the same transaction: it locks the tree head
+row (``SELECT ... FOR UPDATE``), numbers the rows from the head's size, and writes the
+nodes they complete and the new head. Writers of every process and host on one schema
+therefore commit one transaction at a time, in leaf order, with no two leaves sharing an
+index and no gap; inside one sink the group commit batches the callers waiting at that
+moment into one such transaction (usually one statement: the head is checked against the
+sink's cached one, and the rows, nodes and head are written together). A writer waits
+for a caller's open transaction that holds a ledger write (``PostgresSink(connection)``)
+until that transaction ends, so keep such transactions short. Writers also take a
+shared transaction-level advisory lock before inserting, and each page of ``events(...)``
+takes it exclusively, which waits for the writers in flight: a tailer never sees row
+``n`` while a row below ``n`` can still commit, and ``events(after=...)`` never skips a
+late commit. A thread must not read ``events(...)`` through an engine-owning sink while
+it holds a ledger write open on another connection (it would wait for itself).
 
 ``schema=`` keeps the table in that PostgreSQL schema (created if absent).
 """

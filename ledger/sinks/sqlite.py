@@ -20,6 +20,12 @@ write transaction starts with ``BEGIN IMMEDIATE`` and is retried while the datab
 busy, so "database is locked" does not reach a caller (it becomes ``StorageError`` only
 after ``lock_wait`` seconds). SQLite's single writer lock makes ``seq`` order equal
 commit order, which ``events(after=...)`` relies on.
+
+The Merkle log (:mod:`ledger.sinks.tree`): inside that ``BEGIN IMMEDIATE`` transaction the
+batch's rows are numbered from the tree head's size and the nodes they complete and the
+new head are written before the ``COMMIT``, so a commit holds its events, their leaves
+and the head, or none of them (a SIGKILL at any point included), and writers in any
+number of processes never share or skip a leaf index.
 """
 
 from __future__ import annotations
