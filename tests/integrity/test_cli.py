@@ -222,3 +222,34 @@ def test_witness_serve_cosigns_and_refuses_a_fork_over_http(
         proc.wait(timeout=10)
     time.sleep(0.1)
     assert (tmp_path / "ws" / "witness-state.json").is_file()
+
+
+@pytest.mark.slow
+def test_checkpoint_every_signs_each_new_head(
+    ledger_db: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    db, key, vkey = ledger_db
+    folder = tmp_path / "cps"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "ledger", "checkpoint", "--db", db, "--key", str(key)]
+    proc = subprocess.Popen(
+        [*args, "-o", f"{folder}/", "--every", "0.2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(folder.glob("checkpoint-*.txt"))) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with SQLiteSink(db.removeprefix("sqlite:///")) as sink:
+            sink.commit_action(action("run-c", "c1"))
+        while len(list(folder.glob("checkpoint-*.txt"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    names = sorted(p.name for p in folder.glob("checkpoint-*.txt"))
+    assert names == ["checkpoint-000000000008.txt", "checkpoint-000000000009.txt"]
+    code, out, _ = run("verify", "--db", db, "--vkey", str(vkey), "--checkpoint", str(folder))
+    assert code == 0 and "up to size 9" in out
