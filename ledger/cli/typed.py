@@ -18,7 +18,14 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from ledger.cli.common import emit_json, json_option, progress, stdout
+from ledger.cli.common import (
+    emit_json,
+    emit_listing,
+    json_option,
+    listing_options,
+    progress,
+    stdout,
+)
 from ledger.errors import ConfigError, PersistError, QueryError
 
 if TYPE_CHECKING:
@@ -236,19 +243,25 @@ def _cell(value: object) -> str:
 @json_option
 def project(config: Path, store: str, out: Path, lenient: bool, as_json: bool) -> None:
     """Replay every ledger into read-only SQLite projections under --out."""
-    from ledger.typed.projection import build_projection
+    from ledger.typed.projection import build_projection, quarantined_records
 
     parsed = load_config(config)
     shards = _open(store, parsed, must_exist=True)
     with progress(f"projecting {len(parsed.ledgers)} ledger(s)") as update:
         paths = build_projection(parsed, shards, out, strict=not lenient)
         update(len(paths))
-    _print_paths(paths, as_json)
+    quarantined = {name: quarantined_records(p) for name, p in paths.items()} if lenient else {}
+    _print_paths(paths, as_json, quarantined)
 
 
-def _print_paths(paths: dict[str, Path], as_json: bool) -> None:
+def _print_paths(
+    paths: dict[str, Path], as_json: bool, quarantined: dict[str, list[dict[str, Any]]]
+) -> None:
     if as_json:
-        emit_json({name: str(p) for name, p in paths.items()})
+        out: dict[str, Any] = {name: str(p) for name, p in paths.items()}
+        if quarantined:
+            out = {"projections": out, "quarantined": quarantined}
+        emit_json(out)
         return
     table = Table(title=f"{len(paths)} projection(s)")
     table.add_column("ledger")
@@ -256,15 +269,30 @@ def _print_paths(paths: dict[str, Path], as_json: bool) -> None:
     for name, p in paths.items():
         table.add_row(escape(name), escape(str(p)))
     stdout().print(table)
+    held = [(name, q) for name, items in quarantined.items() for q in items]
+    if held:
+        listing = Table(title=f"{len(held)} record(s) quarantined (--lenient), not projected")
+        for column in ("ledger", "code", "file", "line", "id", "detail"):
+            listing.add_column(column, overflow="fold")
+        for name, q in held:
+            listing.add_row(
+                escape(name), escape(str(q["code"])), escape(str(q["file"] or "")),
+                str(q["line"] or ""), escape(str(q["id"] or "")), escape(str(q["detail"])),
+            )  # fmt: skip
+        stdout().print(listing)
+    elif quarantined:
+        click.echo("nothing quarantined: every record was projected")
 
 
 @typed.command(short_help="Validate and append a transaction ARTIFACT to the store.")
 @_CONFIG
 @_STORE
 @click.argument("artifact", type=click.Path(path_type=Path, dir_okay=False))
-def persist(config: Path, store: str, artifact: Path) -> None:
+@listing_options
+def persist(config: Path, store: str, artifact: Path, form: str) -> None:
     """Validate and append a transaction ARTIFACT (JSON) to the store; prints the result
-    (ids, counts and statuses, never the values)."""
+    (ids, counts and statuses, never the values): the whole result as JSON (the default,
+    and --json), or one row per transaction with --nl or --csv."""
     from ledger.typed.persist import persist as persist_artifact
     from ledger.typed.transactions import read_artifact
 
@@ -279,7 +307,19 @@ def persist(config: Path, store: str, artifact: Path) -> None:
     with progress("persisting") as update:
         result = persist_artifact(parsed, shards, data)
         update(1)
+    if form in ("nl", "csv"):
+        rows = (
+            {"ledger": name, **entry}
+            for name, outcome in result.get("ledgers", {}).items()
+            for entry in outcome.get("transactions", [])
+        )
+        emit_listing(rows, form, PERSIST_COLUMNS)
+        return
     emit_json(result)
+
+
+PERSIST_COLUMNS = ("ledger", "id", "transaction_id", "operation", "validated", "status", "error")
+QUERY_COLUMNS = ("id", "type", "timestamp", "parents", "payload", "sha", "shard", "offset")
 
 
 @typed.command()
@@ -327,10 +367,19 @@ def compact(config: Path, store: str, name: str, dry_run: bool, as_json: bool) -
 @click.option("--where", help='Predicates as JSON: {"payload.severity": {"eq": "high"}}.')
 @click.option("--limit", type=click.IntRange(1, 500), default=100, show_default=True)
 @click.option("--after", metavar="CURSOR", help="Continue after this cursor (sha256:...).")
+@listing_options
 def query(
-    config: Path, store: str, name: str, where: str | None, limit: int, after: str | None
+    config: Path,
+    store: str,
+    name: str,
+    where: str | None,
+    limit: int,
+    after: str | None,
+    form: str,
 ) -> None:
-    """Records of one ledger matching --where, as JSON (records and next_cursor)."""
+    """Records of one ledger matching --where, as JSON (records and next_cursor; the
+    default, and --json), or one record a line with --nl, or --csv (the next cursor goes
+    to standard error)."""
     from ledger.typed.query import query_records
     from ledger.typed.strictjson import DuplicateKeyError, loads_strict
 
@@ -344,6 +393,11 @@ def query(
         raise QueryError(f"--where is not JSON: {exc}") from None
     shards = _open(store, parsed, must_exist=True)
     page = query_records(shards, name, where=predicates, limit=limit, after=after)
+    if form in ("nl", "csv"):
+        emit_listing((r.as_dict() for r in page.records), form, QUERY_COLUMNS)
+        if page.next_cursor:
+            click.echo(f"more: --after {page.next_cursor}", err=True)
+        return
     emit_json({"records": [r.as_dict() for r in page.records], "next_cursor": page.next_cursor})
 
 

@@ -43,7 +43,13 @@ from ledger.typed.records import MAX_SAFE_INTEGER, canonical_json
 from ledger.typed.reducers.simple import ReplayResult, TableSpec, replay
 from ledger.typed.storage import LedgerStore
 
-__all__ = ["ProjectionFailed", "build_projection", "project_ledger", "validate_replay_output"]
+__all__ = [
+    "ProjectionFailed",
+    "build_projection",
+    "project_ledger",
+    "quarantined_records",
+    "validate_replay_output",
+]
 
 log = logging.getLogger(__name__)
 
@@ -366,3 +372,20 @@ def _fill_replay(conn: sqlite3.Connection, ledger: LedgerDef, result: ReplayResu
         for spec in result.specs  # the reducer's table order, as the reference inserts them
     ] or [(ledger.name, 1, result.record_count, script_sha, 1, "", "{}")]
     conn.executemany("INSERT INTO replay_metadata VALUES (?, ?, ?, ?, ?, ?, ?)", meta)
+
+
+def quarantined_records(projection: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """What a lenient projection left out: the rows of its ``diagnostics`` table
+    (``code``, ``file``, ``line``, ``id``, ``detail``), read read-only.
+
+    >>> quarantined_records("projections/facts/ledger.db")   # doctest: +SKIP
+    [{'code': 'invalid-sha', 'file': '....jsonl', 'line': 3, 'id': 'ldg-...', 'detail': ...}]
+    """
+    uri = Path(projection).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM diagnostics").fetchall()
+    finally:
+        conn.close()
+    return [dict(row) for row in rows]
