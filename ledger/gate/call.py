@@ -64,10 +64,10 @@ from ledger.gate.events import (
     result_event,
 )
 from ledger.gate.interrupt import after_commit_interrupted, interruption, record_interrupted
+from ledger.gate.names import unique_name
 from ledger.gate.policy import Decision, ToolCall, adecide, decide
 from ledger.gate.recorder import Recorder, executor, in_thread
 from ledger.gate.values import PREVIEW_LIMIT, NotJSON, bounded, json_value
-from ledger.ids import new_event_id
 from ledger.model.event import Event
 from ledger.model.values import Ref, Verdict
 
@@ -213,7 +213,7 @@ class CallSteps:
             given = self.recorder.name(call_id, "call id")
             problem = problem or given.refused
             # a redacted id gets a suffix: two ids redacted alike stay two calls
-            recorded_id = f"{given.value}#{new_event_id()}" if given.redacted else given.value
+            recorded_id = unique_name(given, self.recorder.limits)
         return CallState(
             run_id=self.run_id,
             agent_path=self.agent_path,

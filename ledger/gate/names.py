@@ -27,9 +27,10 @@ import hashlib
 from dataclasses import dataclass
 
 from ledger.gate.redact import Redactor
+from ledger.ids import new_event_id
 from ledger.sinks.base import KeyLimits
 
-__all__ = ["RecordedName", "recorded_name"]
+__all__ = ["RecordedName", "recorded_name", "unique_name"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,3 +62,15 @@ def recorded_name(value: str, what: str, redact: Redactor, limits: KeyLimits) ->
     how = "escaped and cut" if len(fitted) < len(clean) else "escaped"
     refused = f"the {what} {problem}; it is recorded {how} (sha256 of the {what}: {digest})"
     return RecordedName(value=fitted, redacted=redacted, refused=refused)
+
+
+def unique_name(name: RecordedName, limits: KeyLimits) -> str:
+    """The recorded form of a run id or call id: a redacted one gets a ``#<ULID>``
+    suffix, so that two ids redacted alike stay two (cut first if the suffix would not
+    fit); any other is its value."""
+    if not name.redacted or name.refused:
+        return name.value
+    suffix = f"#{new_event_id()}"
+    if not limits.problem(name.value + suffix):
+        return name.value + suffix
+    return name.value[: -len(suffix) - 1] + "…" + suffix

@@ -40,6 +40,7 @@ from ledger.drift import content_hash
 from ledger.errors import ValidationError
 from ledger.gate.call import LARGE, CallSteps
 from ledger.gate.events import end_event, request_event, request_ref
+from ledger.gate.names import unique_name
 from ledger.gate.recorder import Recorder, in_thread
 from ledger.gate.redact import no_redaction
 from ledger.gate.values import bounded
@@ -126,7 +127,7 @@ class Run(CallSteps):
         refused = []
         if run_id:
             name = self.recorder.name(run_id, "run id")
-            recorded = f"{name.value}#{new_event_id()}" if name.redacted else name.value
+            recorded = unique_name(name, self.recorder.limits)
             refused.append(name.refused)
         path = self.recorder.name(agent_path, "agent path", key_field=False)
         refused.append(path.refused)

@@ -168,3 +168,13 @@ def test_a_lone_surrogate_is_refused_everywhere(lite: SQLiteSink) -> None:
     assert denied.tool == "tool\\udcff" and "not valid Unicode" in denied.reason
     with pytest.raises(ValidationError, match="run id"):
         gate.run("x", run_id=f"r{SURROGATE}")
+
+
+@pytest.mark.postgres
+def test_a_redacted_run_id_near_the_limit_still_fits_with_its_suffix(pg: PostgresSink) -> None:
+    done: list[str] = []
+    with Gate(pg, policy=AllowAll()).run("x", run_id=_random(2020) + " token=abc") as run:
+        run.call("w", {}, lambda: done.append("w"))
+    assert done == ["w"] and "abc" not in run.run_id
+    assert key_limits(pg).problem(run.run_id) == ""
+    assert len(pg.chain(run.run_id).actions) == 1
