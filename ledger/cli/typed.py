@@ -251,15 +251,18 @@ def project(config: Path, store: str, out: Path, lenient: bool, as_json: bool) -
         paths = build_projection(parsed, shards, out, strict=not lenient)
         update(len(paths))
     quarantined = {name: quarantined_records(p) for name, p in paths.items()} if lenient else {}
-    _print_paths(paths, as_json, quarantined)
+    _print_paths(paths, as_json, quarantined, lenient)
 
 
 def _print_paths(
-    paths: dict[str, Path], as_json: bool, quarantined: dict[str, list[dict[str, Any]]]
+    paths: dict[str, Path],
+    as_json: bool,
+    quarantined: dict[str, list[dict[str, Any]]],
+    lenient: bool = False,
 ) -> None:
     if as_json:
         out: dict[str, Any] = {name: str(p) for name, p in paths.items()}
-        if quarantined:
+        if lenient:
             out = {"projections": out, "quarantined": quarantined}
         emit_json(out)
         return

@@ -114,7 +114,9 @@ def test_project_of_a_corrupt_store_fails_in_one_line(config: Path, tmp_path: Pa
     (line,) = result.stderr.splitlines()
     assert line.startswith("ledger: error: ") and "findings" in line
     lenient = invoke(*args, "--out", str(tmp_path / "out2"), "--lenient", "--json")
-    assert lenient.exit_code == 0 and set(json.loads(lenient.stdout)) == {"findings", "knowledge"}
+    data = json.loads(lenient.stdout)  # with --lenient: the paths, and what was quarantined
+    assert lenient.exit_code == 0 and set(data["projections"]) == {"findings", "knowledge"}
+    assert any(data["quarantined"].values())
 
 
 @pytest.fixture
