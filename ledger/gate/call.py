@@ -114,7 +114,7 @@ class CallSteps:
         evidence: Iterable[Ref],
         safe: bool | None,
     ) -> T:
-        cs = self._state_for(tool, call_id, safe)
+        cs = self._named_state(tool, call_id, safe)
         try:
             call = self._prepare(cs, args, fn, sync=True)
             decision = self._decide(call)
@@ -150,7 +150,7 @@ class CallSteps:
         evidence: Iterable[Ref],
         safe: bool | None,
     ) -> T:
-        cs = self._state_for(tool, call_id, safe)
+        cs = self._named_state(tool, call_id, safe)
         try:
             call = self._prepare(cs, args, fn, sync=False)
             decision = await self._adecide(call)
@@ -190,6 +190,25 @@ class CallSteps:
         return result
 
     # --- steps shared by call and acall ----------------------------------------------
+
+    def _named_state(self, tool: object, call_id: object, safe: bool | None) -> CallState:
+        """``_state_for``; interrupted while the redactor looked at the names, the attempt
+        is still recorded (the names withheld) before the exception goes on."""
+        try:
+            return self._state_for(tool, call_id, safe)
+        except BaseException as exc:
+            cs = CallState(
+                run_id=self.run_id,
+                agent_path=self.agent_path,
+                tool=f"[tool name withheld: {type(exc).__name__}]",
+                call_id=new_call_id(),
+                safe=False,
+                request_quote=self._request_quote,
+                refs=(self._request_ref,),
+                args_done=True,  # nothing of the call was redacted: record no args
+            )
+            record_interrupted(self.recorder, cs, exc)
+            raise
 
     def _state_for(self, tool: object, call_id: object, safe: bool | None) -> CallState:
         """The call's state; a tool name or call id of the wrong type (callers are not

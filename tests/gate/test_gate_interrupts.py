@@ -148,3 +148,23 @@ def test_cancelled_while_the_async_policy_decides(sqlite_sink: SQLiteSink) -> No
     asyncio.run(main())
     (action,) = [e for e in assert_agree(sqlite_sink.events(), "c") if e.kind is Kind.ACTION]
     assert action.reason == "cancelled before the tool ran"
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_the_redactor_raises_on_the_tool_name(
+    sqlite_sink: SQLiteSink, stop: type[BaseException]
+) -> None:
+    def redact(value: Any) -> Any:
+        if value == "deploy_prod":
+            raise stop()
+        return redact_secrets(value)
+
+    done: list[int] = []
+    gate = Gate(sqlite_sink, policy=AllowAll(), redact=redact)
+    with pytest.raises(stop), gate.run("x") as run:
+        run.call("deploy_prod", {"secret": "hunter2"}, lambda secret: done.append(1))
+    assert done == []
+    (action,) = [e for e in sqlite_sink.events(run_id=run.run_id) if e.kind is Kind.ACTION]
+    assert action.verdict is Verdict.DENIED
+    assert action.tool == f"[tool name withheld: {stop.__name__}]"
+    assert "hunter2" not in action.to_json() and action.args == "{}"
