@@ -23,17 +23,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import orjson
-
 from ledger.canonical import canonicalize
 from ledger.errors import RecordError
 
 __all__ = [
-    "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "canonical_json",
     "check_timestamp",
-    "fast_ok",
     "final_id",
     "format_timestamp",
     "is_record_id",
@@ -41,13 +37,12 @@ __all__ = [
     "loads_as_js",
     "new_record_id",
     "record_sha",
-    "sha256_hex",
+    "sha256_hexdigest",
     "utf8_len",
     "well_formed",
 ]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
-MAX_DEPTH: Final = 32
 ID_RE: Final = re.compile(
     r"ldg-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
 )
@@ -55,38 +50,6 @@ TIMESTAMP_RE: Final = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.[0-9]{3}Z"
 )
 _MONTH_DAYS: Final = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-def fast_ok(value: object, depth: int) -> bool:
-    """True when ``orjson`` with sorted keys is byte-identical to the gh-aw profile.
-
-    That holds for strings, booleans, null, safe integers, lists, and objects whose keys
-    are ASCII and do not start with a digit (JS puts array-index keys first), nested at
-    most 32 deep. Floats always take the reference path.
-    """
-    kind = type(value)
-    if kind is dict:
-        if depth >= MAX_DEPTH:
-            return False
-        for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str or not key.isascii() or key[:1].isdigit():
-                return False
-            if not _leaf_ok(item) and not fast_ok(item, depth + 1):
-                return False
-        return True
-    if kind is list:
-        if depth >= MAX_DEPTH:
-            return False
-        items: list[object] = value  # type: ignore[assignment]
-        return all(_leaf_ok(item) or fast_ok(item, depth + 1) for item in items)
-    return _leaf_ok(value)
-
-
-def _leaf_ok(value: object) -> bool:
-    kind = type(value)
-    if kind is str or value is None or kind is bool:
-        return True
-    return kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
 
 
 def canonical_json(value: object) -> str:
@@ -98,12 +61,7 @@ def canonical_json(value: object) -> str:
     Raises :class:`~ledger.errors.CanonicalizationError` for NaN, infinities, unsafe
     integers, non-string keys, cycles and nesting deeper than 32.
     """
-    if fast_ok(value, 0):
-        try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-        except orjson.JSONEncodeError:
-            pass  # e.g. a lone surrogate: the reference canonicalizer handles it
-    return canonicalize(value, profile="gh-aw")
+    return canonicalize(value, profile="gh-aw")  # the one gh-aw canonicalizer
 
 
 def _js_int(text: str) -> int | float:
@@ -127,7 +85,7 @@ def loads_as_js(text: str | bytes) -> Any:
     return json.loads(text, parse_int=_js_int, parse_constant=_no_js_constant)
 
 
-def sha256_hex(text: str) -> str:
+def sha256_hexdigest(text: str) -> str:
     """Hex SHA-256 of the UTF-8 bytes of ``text`` as JavaScript encodes it (a lone
     surrogate hashes as U+FFFD)."""
     return hashlib.sha256(_utf8(text)).hexdigest()
@@ -177,7 +135,7 @@ def record_sha(record: Mapping[str, Any]) -> str:
     if not isinstance(mapping, Mapping):
         raise RecordError(f"record_sha needs a record mapping, not {type(record).__name__}")
     body = {key: value for key, value in mapping.items() if key != "sha"}
-    return "sha256:" + sha256_hex(canonical_json(body))
+    return "sha256:" + sha256_hexdigest(canonical_json(body))
 
 
 def final_id(transaction_id: str, index: int) -> str:
@@ -197,7 +155,7 @@ def final_id(transaction_id: str, index: int) -> str:
         )
     if type(index) is not int or index < 0:
         raise RecordError(f"index must be a non-negative integer, not {index!r}")
-    return "ldg-" + _uuid_shape(sha256_hex(f"{transaction_id}:{index}"))
+    return "ldg-" + _uuid_shape(sha256_hexdigest(f"{transaction_id}:{index}"))
 
 
 def _uuid_shape(h: str) -> str:

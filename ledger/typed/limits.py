@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
+from ledger.canonical import GHAW_MAX_DEPTH
 from ledger.errors import RecordError
 
 __all__ = [
-    "MAX_DEPTH",
     "MAX_KEYS",
     "MAX_KEY_BYTES",
     "RESERVED_FIELDS",
@@ -24,7 +24,6 @@ __all__ = [
     "stringify_bytes",
 ]
 
-MAX_DEPTH = 32
 MAX_KEYS = 128
 MAX_KEY_BYTES = 256
 #: Top-level keys a requested payload may not carry (``id`` too, for raw records).
@@ -38,8 +37,8 @@ def check_shape(value: object, *, depth: int = 0) -> None:
 
     It stops at the depth limit, so a cyclic value is refused rather than followed.
     """
-    if depth > MAX_DEPTH:
-        raise RecordError("Ledger JSON exceeds maximum nesting depth (32)")
+    if depth > GHAW_MAX_DEPTH:
+        raise RecordError(f"Ledger JSON exceeds maximum nesting depth ({GHAW_MAX_DEPTH})")
     if isinstance(value, dict):
         if len(value) > MAX_KEYS:
             raise RecordError(f"Ledger record object has more than {MAX_KEYS} keys")

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import jsonschema_rs
 
+from ledger.canonical import GHAW_MAX_DEPTH
 from ledger.errors import CanonicalizationError, ConfigError
 from ledger.typed.strictjson import DuplicateKeyError, loads_strict
 
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 MAX_SCHEMA_BYTES: Final = 1_048_576
-MAX_SCHEMA_DEPTH: Final = 32
+MAX_SCHEMA_DEPTH: Final = GHAW_MAX_DEPTH  # the gh-aw nesting limit, as for records
 _SCHEMA_PATH_FORBIDDEN: Final = re.compile(r"[\\${}]")
 
 Validator = jsonschema_rs.Draft202012Validator

@@ -52,7 +52,7 @@ from ledger.typed.compaction.segments import (
 from ledger.typed.config import LedgerConfig, LedgerDef
 from ledger.typed.layout import LedgerChange
 from ledger.typed.order import replay_order
-from ledger.typed.records import Record, canonical_json, format_timestamp, sha256_hex
+from ledger.typed.records import Record, canonical_json, format_timestamp, sha256_hexdigest
 from ledger.typed.reducers.simple import replay
 from ledger.typed.storage import LedgerStore
 
@@ -183,7 +183,7 @@ def _select(ledger: LedgerDef, segments: Mapping[str, Segment]) -> list[Segment]
 
 def _base_commit(segments: Mapping[str, Segment]) -> str:
     listing = [[seg_id, segments[seg_id].sha256] for seg_id in sorted(segments)]
-    return sha256_hex(canonical_json(listing))
+    return sha256_hexdigest(canonical_json(listing))
 
 
 # --- applying -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 from ledger.errors import TypedLedgerError
 from ledger.typed.compaction.segments import SEGMENT_RE
 from ledger.typed.config import LedgerConfig, LedgerDef
-from ledger.typed.records import canonical_json, sha256_hex
+from ledger.typed.records import canonical_json, sha256_hexdigest
 from ledger.typed.strictjson import loads_strict
 
 __all__ = ["PLAN_VERSION", "RejectedPlanError", "plan_id", "read_plan", "validate_plan"]
@@ -66,7 +66,7 @@ def plan_id(plan: Mapping[str, Any]) -> str:
             "sha256": plan["replacement"]["sha256"],
         },
     }
-    return "sha256:" + sha256_hex(canonical_json(body))
+    return "sha256:" + sha256_hexdigest(canonical_json(body))
 
 
 def validate_plan(config: LedgerConfig, plan: object) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.typed.records import Record, canonical_json, parse_line, sha256_hex
+from ledger.typed.records import Record, canonical_json, parse_line, sha256_hexdigest
 from ledger.typed.storage import LedgerStore
 
 __all__ = ["COMPACTION_METADATA", "Segment", "build_segment", "load_segments", "segment_id"]
@@ -67,7 +67,7 @@ def build_segment(records: Iterable[Record], metadata: Mapping[str, Any]) -> tup
     unique = {record.sha: record for record in records}
     ordered = [unique[sha] for sha in sorted(unique)]
     body = {"metadata": canonical_json(metadata), "records": [r.as_dict() for r in ordered]}
-    digest = sha256_hex(canonical_json(body))
+    digest = sha256_hexdigest(canonical_json(body))
     content = "".join(record.to_line() + "\n" for record in ordered)
     return segment_id(digest), content.encode("utf-8", "surrogatepass")
 
