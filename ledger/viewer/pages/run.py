@@ -30,6 +30,7 @@ from ledger.viewer.pages.parts import (
     corrupt_notice,
     duration_text,
     ref_list,
+    request_text,
     verdict_badge,
     when_text,
 )
@@ -262,7 +263,7 @@ def _stats(chain: Chain) -> str:
     span = (max(times) - min(times)) if times else timedelta(0)
     cells = [
         ("events", str(len(chain.events)), ""),
-        ("actions", str(len(chain.actions) - len(chain.denied)), ""),
+        ("allowed", str(len(chain.actions) - len(chain.denied)), ""),
         ("denied", str(len(chain.denied)), "bad" if chain.denied else ""),
         ("failed", str(failed), "bad" if failed else ""),
         ("anomalies", str(len(chain.anomalies)), ""),
@@ -297,7 +298,7 @@ def _request_card(chain: Chain) -> str:
     r = chain.request
     if r is None:
         return '<div class="note warn" id="request">No request event: the chain has no head.</div>'
-    text = r.preview if r.preview and not r.args else r.args
+    text = r.preview if r.preview and not r.args else request_text(r.args or "")
     rid = ulid_text(r.event_id)
     return (
         '<div class="card" id="request"><div class="head"><h3>Request</h3>'
