@@ -53,6 +53,29 @@ class Streamed:
     def stored_rows(self, *a: Any, **k: Any) -> Any:
         return self._inner.stored_rows(*a, **k)
 
+    # the tamper-evident log, as the sink keeps it (verified by the streaming build too)
+    @property
+    def keeps_head(self) -> bool:
+        return bool(getattr(self._inner, "keeps_head", False))
+
+    def leaf_rows(self) -> Any:
+        return self._inner.leaf_rows()
+
+    def stored_head(self) -> Any:
+        return self._inner.stored_head()
+
+    def stored_leaf_hashes(self) -> Any:
+        return self._inner.stored_leaf_hashes()
+
+    def checkpoint_notes(self) -> Any:
+        return self._inner.checkpoint_notes()
+
+    def stored_consistency_proof(self, *a: Any) -> Any:
+        return self._inner.stored_consistency_proof(*a)
+
+    def count_rows(self) -> Any:
+        return self._inner.count_rows()
+
     def close(self) -> None:
         pass
 

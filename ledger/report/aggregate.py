@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from ledger.errors import CorruptRecord, ValidationError
+from ledger.integrity.checkpoint import TreeHead
+from ledger.integrity.verify import LeafRow, LeafSource, VerifyResult, verify_ledger
 from ledger.model.values import OUTSIDE_RUN_PREFIX, Actor, Approval, Kind, Verdict, outside_any_run
 from ledger.report.calls import (
     CallPass,
@@ -153,31 +155,37 @@ class _Scan:
     def run(
         self, reader: SQLReader, where: list[Any], progress: Callable[[int], None] | None
     ) -> None:
+        """Scan the window's rows (a seq range found through the time index)."""
         t = reader._table
         with reader._reading() as conn:
             bounds = sa.select(sa.func.min(t.c.seq), sa.func.max(t.c.seq)).where(*where)
             low, high = conn.execute(bounds).one()
         if low is None:
             return
-        cursor, done = int(low) - 1, 0
-        columns = [t.c.seq, t.c.event_id, *(t.c[name] for name in FILTER_COLUMNS)]
-        while True:
-            with reader._reading() as conn:
-                text = stored_json(t, conn.dialect.name)
-                rows = conn.execute(
-                    sa.select(*columns, text, t.c.content_hash)
-                    .where(*where, t.c.seq > cursor, t.c.seq <= high)
-                    .order_by(t.c.seq)
-                    .limit(PAGE)
-                ).all()
-            for row in rows:
+        for row in _pages(reader, int(low) - 1, [*where, t.c.seq <= high], progress):
+            self.one(row)
+
+    def leaves(
+        self,
+        reader: SQLReader,
+        window: tuple[int | None, int | None],
+        progress: Callable[[int], None] | None,
+    ) -> Iterator[LeafRow]:
+        """Every row of the ledger as the log's check reads it, the rows of the
+        ``window`` (``[since, until)`` in microseconds) scanned for the report on the way:
+        one pass for the report and the tamper-evident log."""
+        since, until = window
+        for row in _pages(reader, -(1 << 62), [], progress):
+            micros = row[_TIME]
+            if (since is None or micros >= since) and (until is None or micros < until):
                 self.one(row)
-            done += len(rows)
-            if progress is not None and rows:
-                progress(done)
-            if len(rows) < PAGE:
-                return
-            cursor = rows[-1][0]
+            raw, index = row[_TEXT], row[_LEAF]
+            yield LeafRow(
+                seq=int(row[0]),
+                event_id=str(row[1]),
+                leaf_index=None if index is None else int(index),
+                data=raw if isinstance(raw, bytes) else str(raw).encode("utf-8"),
+            )
 
     def _seen(self, micros: int) -> None:
         self.state.events += 1
@@ -190,7 +198,7 @@ class _Scan:
         from ledger.report.hashes import verify_row
 
         event_id = row[1]
-        text, stored = row[-2], row[-1]
+        text, stored = row[_TEXT], row[_HASH]
         found = dict(zip(FILTER_COLUMNS, row[_FILTERS], strict=True))
         obj, computed, problem = verify_row(event_id, text, stored, found)
         self.tally.add(event_id, row[2], stored, computed, problem)
@@ -208,7 +216,7 @@ class _Scan:
                 return
         self._take_back(row)
         try:
-            event = parse_row(tuple(row[:-1]))  # seq, event_id, filter columns, event_json
+            event = parse_row(tuple(row[: _TEXT + 1]))  # seq, event_id, filters, event_json
         except CorruptRecord as exc:
             self.state.skipped.append(exc)
             return
@@ -230,9 +238,71 @@ class _Scan:
         self.taken.append((row[_TIME], allowed))
 
 
-# positions in a scanned row: seq, event_id, the FILTER_COLUMNS, event_json, content_hash
-_KIND, _TOOL, _VERDICT, _TIME = 4, 5, 6, 7
+# positions in a scanned row: seq, event_id, the FILTER_COLUMNS, event_json, content_hash,
+# leaf_index
+_KIND, _TOOL, _VERDICT, _TIME, _TEXT, _HASH, _LEAF = 4, 5, 6, 7, 9, 10, 11
 _FILTERS = slice(2, 2 + len(FILTER_COLUMNS))
+
+
+def _pages(
+    reader: SQLReader, cursor: int, where: list[Any], progress: Callable[[int], None] | None
+) -> Iterator[Any]:
+    """The rows after ``cursor`` matching ``where`` in commit order, :data:`PAGE` at a
+    time (no connection held between pages)."""
+    t = reader._table
+    columns = [t.c.seq, t.c.event_id, *(t.c[name] for name in FILTER_COLUMNS)]
+    done = 0
+    while True:
+        with reader._reading() as conn:
+            text = stored_json(t, conn.dialect.name)
+            rows = conn.execute(
+                sa.select(*columns, text, t.c.content_hash, t.c.leaf_index)
+                .where(*where, t.c.seq > cursor)
+                .order_by(t.c.seq)
+                .limit(PAGE)
+            ).all()
+        yield from rows
+        done += len(rows)
+        if progress is not None and rows:
+            progress(done)
+        if len(rows) < PAGE:
+            return
+        cursor = rows[-1][0]
+
+
+class _ReportLeaves:
+    """The SQL sink as the log's check reads it, its rows scanned for the report as
+    they go by (:meth:`_Scan.leaves`); everything else is the sink's own."""
+
+    def __init__(self, reader: Any, rows: Callable[[], Iterator[LeafRow]]) -> None:
+        self._reader = reader
+        self._rows = rows
+        self._read = False
+
+    def leaf_rows(self) -> Iterator[LeafRow]:
+        if self._read:  # a second reading (to name a finding) is a plain one
+            yield from self._reader.leaf_rows()
+            return
+        self._read = True
+        yield from self._rows()
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        head: tuple[str, TreeHead] | None = self._reader.stored_head()
+        return head
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        hashes: Iterator[tuple[int, bytes]] = self._reader.stored_leaf_hashes()
+        return hashes
+
+    def checkpoint_notes(self) -> list[str]:
+        return list(self._reader.checkpoint_notes())
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        proof: tuple[bytes, ...] | None = self._reader.stored_consistency_proof(old_size, new_size)
+        return proof
+
+    def count_rows(self) -> int:
+        return int(self._reader.count_rows())
 
 
 def _per_tool(reader: SQLReader, where: list[Any]) -> dict[str, list[int]]:
@@ -315,7 +385,16 @@ def report_in_database(
     state = CallPass(counting=False)
     per_tool = _per_tool(reader, where)
     scan = _Scan(state, per_tool)
-    scan.run(reader, where, progress)
+    log_check: VerifyResult | None = None
+    if isinstance(reader, LeafSource) and getattr(reader, "keeps_head", False):
+        window = (
+            None if since is None else to_micros(since, "since"),
+            None if until is None else to_micros(until, "until"),
+        )
+        leaves = _ReportLeaves(reader, lambda: scan.leaves(reader, window, progress))
+        log_check = verify_ledger(leaves, None)  # the stored tree and checkpoints, no keys
+    else:
+        scan.run(reader, where, progress)
     if progress is not None:
         progress(scan.tally.checked)
     for tool, (allowed, denied) in per_tool.items():
@@ -346,4 +425,5 @@ def report_in_database(
         newest_record=newest,
         hash_check=with_unreadable(scan.tally.result(), state.skipped),
         timeline=_timeline(reader, where, scan, since or first, until or last),
+        log_check=log_check,
     )

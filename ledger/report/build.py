@@ -99,7 +99,7 @@ def build_report(
         )
     else:
         report = _streamed(reader, since=since, until=until, progress=progress, ledger=ledger)
-    report = replace(report, log_check=verify_stored(reader))
+        report = replace(report, log_check=verify_stored(reader))
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
     return report
 
