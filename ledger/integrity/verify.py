@@ -542,6 +542,22 @@ class _Scan:
     highest: int = 0  # one past the largest leaf index seen
 
 
+def _batches(source: LeafSource) -> Iterator[Sequence[LeafRow]]:
+    """The source's rows in lists (its own ``leaf_batches()`` when it has one)."""
+    batched = getattr(source, "leaf_batches", None)
+    if batched is not None:
+        yield from batched()
+        return
+    batch: list[LeafRow] = []
+    for row in source.leaf_rows():
+        batch.append(row)
+        if len(batch) >= 2000:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def _scan(
     source: LeafSource,
     want_roots: set[int],
@@ -549,60 +565,63 @@ def _scan(
     findings: list[Finding],
     progress: Callable[[int], None] | None,
 ) -> _Scan:
-    """The one pass over the rows."""
+    """The one pass over the rows, a batch at a time: when a batch's leaf indexes are
+    the expected run (the common case) its leaves are hashed in one comprehension and
+    folded into the frontier in one call, cut at each size whose root is wanted."""
     frontier = Frontier()
     scan = _Scan(frontier=frontier, roots={}, nodes={})
     if 0 in want_roots:
         scan.roots[0] = EMPTY_ROOT
-    pending = sorted(s for s in want_roots if s > 0)
-    next_root = pending.pop(0) if pending else -1
-    named = 0
-    append = frontier.append
+    stops = sorted(s for s in want_roots if s > 0)
     sha256 = hashlib.sha256
+    named = 0
     rows = 0
     expected = 0  # the leaf index the next row should have
-    pending_hashes: list[bytes] = []
-    add = pending_hashes.append
-    done = 0  # leaves folded into the frontier
-    stop = next_root if next_root > 0 else -1  # fold (and take a root) at this count
 
-    def fold() -> None:
-        nonlocal done
-        if wanted:
-            for h in pending_hashes:
-                for level, idx, node in append(h):
-                    if (level, idx) in wanted:
-                        scan.nodes[(level, idx)] = node
+    def feed(hashes: list[bytes]) -> None:
+        start = 0
+        while start < len(hashes):
+            room = stops[0] - frontier.size if stops else len(hashes)
+            part = hashes[start : start + room] if room > 0 else hashes[start:]
+            if wanted:
+                for h in part:
+                    for level, idx, node in frontier.append(h):
+                        if (level, idx) in wanted:
+                            scan.nodes[(level, idx)] = node
+            else:
+                frontier.extend(part)
+            start += len(part)
+            while stops and frontier.size >= stops[0]:
+                if frontier.size == stops[0]:
+                    scan.roots[stops[0]] = frontier.root()
+                stops.pop(0)
+
+    for batch in _batches(source):
+        rows += len(batch)
+        if (
+            batch[0][2] == expected
+            and batch[-1][2] == expected + len(batch) - 1
+            and all(r[2] == expected + i for i, r in enumerate(batch))
+        ):
+            feed([sha256(b"\x00" + r[3]).digest() for r in batch])
+            expected += len(batch)
         else:
-            frontier.extend(pending_hashes)
-        done += len(pending_hashes)
-        pending_hashes.clear()
-
-    for row in source.leaf_rows():
-        rows += 1
-        index = row[2]
-        if index != expected:
-            if named < _MAX_NAMED:
-                findings.append(_index_finding(LeafRow(*row), expected))
-                named += 1
-            scan.row_findings = True
-            if index is None:
-                continue  # a row the ledger never committed is left out of the tree
-            scan.highest = max(scan.highest, expected)
-        expected = index + 1
-        add(sha256(b"\x00" + row[3]).digest())
-        if len(pending_hashes) >= 4096 or done + len(pending_hashes) == stop:
-            fold()
-            if progress is not None:
-                progress(rows)
-            while done == next_root:
-                scan.roots[next_root] = frontier.root()
-                next_root = pending.pop(0) if pending else -1
-            stop = next_root
-    fold()
-    while done == next_root:
-        scan.roots[next_root] = frontier.root()
-        next_root = pending.pop(0) if pending else -1
+            hashes: list[bytes] = []
+            for row in batch:
+                index = row[2]
+                if index != expected:
+                    if named < _MAX_NAMED:
+                        findings.append(_index_finding(LeafRow(*row), expected))
+                        named += 1
+                    scan.row_findings = True
+                    if index is None:
+                        continue  # a row the ledger never committed is left out
+                    scan.highest = max(scan.highest, expected)
+                expected = index + 1
+                hashes.append(sha256(b"\x00" + row[3]).digest())
+            feed(hashes)
+        if progress is not None:
+            progress(rows)
     scan.highest = max(scan.highest, expected)
     if named >= _MAX_NAMED:
         findings.append(
