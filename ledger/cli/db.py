@@ -18,10 +18,10 @@ from ledger.report.database import check_database, database_url
 __all__ = ["db", "register"]
 
 
-@click.group(short_help="Database schema, health and copies: upgrade, check, copy.")
+@click.group(short_help="Schema and health: upgrade, check, copy, vacuum.")
 def db() -> None:
-    """Database schema, health and copies: upgrade (create or migrate), check
-    (read-only), copy (into an empty ledger, verified)."""
+    """Database schema, health, copies and space: upgrade (create or migrate), check
+    (read-only), copy (into an empty ledger, verified), vacuum (reclaim erased space)."""
 
 
 @db.command(short_help="Create or migrate the schema at URL to the newest revision.")

@@ -69,7 +69,7 @@ from ledger.gate.policy import Decision, ToolCall, adecide, decide
 from ledger.gate.recorder import Recorder, executor, in_thread
 from ledger.gate.values import PREVIEW_LIMIT, NotJSON, bounded, json_value
 from ledger.model.event import Event
-from ledger.model.values import Ref, Verdict
+from ledger.model.values import Actor, Ref, Verdict
 
 __all__ = ["CallSteps"]
 
@@ -86,6 +86,7 @@ class CallSteps:
     recorder: Recorder
     run_id: str
     agent_path: str
+    actor: Actor | None
     head_recorded: bool
     last_call_id: str
     _head: Event | None  # built on entering when the request is large
@@ -206,6 +207,7 @@ class CallSteps:
                 request_quote=self._request_quote,
                 refs=(self._request_ref,),
                 args_done=True,  # nothing of the call was redacted: record no args
+                actor=self.actor,
             )
             record_interrupted(self.recorder, cs, exc)
             raise
@@ -246,6 +248,7 @@ class CallSteps:
             refs=(self._request_ref,),
             preview=bounded(name.value),
             problem=problem or name.refused,
+            actor=self.actor,
         )
 
     def _as_denied(self, cs: CallState, exc: Exception) -> Denied:
@@ -337,6 +340,7 @@ class CallSteps:
         action to commit (``None`` for a safe call), queueing the decision event."""
         self._record_args(cs, evidence)
         verdict, reason = decision.verdict, decision.reason
+        cs.approval = decision.approval
         pid = self.recorder.name(decision.policy_id, "policy id", key_field=False).value
         if reason:  # a policy may quote the args it judged: its reason is redacted too
             try:

@@ -47,7 +47,7 @@ from ledger.gate.redact import Redactor, no_redaction
 from ledger.gate.values import PREVIEW_LIMIT, bounded, json_value, marked_jsonable, to_jsonable
 from ledger.ids import new_event_id
 from ledger.model.event import Event
-from ledger.model.values import Kind, Ref, RefSource, Verdict
+from ledger.model.values import Actor, Approval, Kind, Ref, RefSource, Verdict
 
 log = logging.getLogger("ledger.gate")
 
@@ -141,6 +141,8 @@ class CallState:
     problem: str = ""
     in_flight: Event | None = None  # the action whose commit was interrupted
     size: int = 0  # the length of the args as JSON
+    actor: Actor | None = None  # who the run acts for, on every event of the call
+    approval: Approval | None = None  # who approved it (an approver's answer)
 
 
 def describe_attempt(cs: CallState) -> None:
@@ -157,7 +159,13 @@ def describe_attempt(cs: CallState) -> None:
 
 
 def request_event(
-    *, run_id: str, agent_path: str, text: str, redact: Redactor, event_id: ULID | None = None
+    *,
+    run_id: str,
+    agent_path: str,
+    text: str,
+    redact: Redactor,
+    event_id: ULID | None = None,
+    actor: Actor | None = None,
 ) -> Event:
     """The chain head: the request text, redacted, as JSON string and bounded preview
     (``event_id`` given when the run announced its request id before building it)."""
@@ -169,6 +177,7 @@ def request_event(
         agent_path=agent_path,
         args=dump_json(clean),
         preview=bounded(clean),
+        actor=actor,
     )
 
 
@@ -197,6 +206,8 @@ def decision_event(
         args=cs.args_json if with_args else None,
         verdict=verdict,
         reason=reason,
+        actor=cs.actor,
+        approval=cs.approval,
     )
 
 
@@ -219,6 +230,8 @@ def _action(cs: CallState, verdict: Verdict, reason: str, policy_id: str) -> Eve
         verdict=verdict,
         reason=reason,
         refs=cs.refs,
+        actor=cs.actor,
+        approval=cs.approval,
     )
 
 
@@ -255,6 +268,7 @@ def result_event(cs: CallState, result: Any, exc: BaseException | None, duration
         result=result_json,
         err=err,
         duration_ms=max(0, duration_ms),
+        actor=cs.actor,
     )
 
 
@@ -278,12 +292,22 @@ def _error_text(exc: BaseException, redact: Redactor) -> str:
 
 
 def end_event(
-    *, run_id: str, agent_path: str, exc: BaseException | None, redact: Redactor
+    *,
+    run_id: str,
+    agent_path: str,
+    exc: BaseException | None,
+    redact: Redactor,
+    actor: Actor | None = None,
 ) -> Event:
     """``run_end`` for a block that finished, ``abort`` for one that raised or was
     cancelled (reason ``"cancelled"``)."""
     if exc is None:
-        return Event(kind=Kind.RUN_END, run_id=run_id, agent_path=agent_path, reason="completed")
+        return Event(
+            kind=Kind.RUN_END, run_id=run_id, agent_path=agent_path, reason="completed",
+            actor=actor,
+        )  # fmt: skip
     text = _error_text(exc, redact)
     err = "" if isinstance(exc, asyncio.CancelledError) else text
-    return Event(kind=Kind.ABORT, run_id=run_id, agent_path=agent_path, reason=text, err=err)
+    return Event(
+        kind=Kind.ABORT, run_id=run_id, agent_path=agent_path, reason=text, err=err, actor=actor
+    )

@@ -122,6 +122,7 @@ from ledger.gate.redact import Redactor, redact_secrets
 from ledger.gate.run import Run, active_runs
 from ledger.gate.values import bounded
 from ledger.ids import new_event_id
+from ledger.model.values import OUTSIDE_RUN_PREFIX
 from ledger.sinks.base import Sink
 
 __all__ = ["Gate"]
@@ -181,9 +182,35 @@ class Gate:
     def __repr__(self) -> str:
         return f"Gate({self.sink!r}, policy={self.policy!r}, safe_tools={sorted(self.safe_tools)})"
 
-    def run(self, request: str, *, agent_path: str = "", run_id: str | None = None) -> Run:
-        """A new run; enter it with ``with`` or ``async with`` to record its request."""
-        return Run(self._recorder, request, agent_path=agent_path, run_id=run_id)
+    def run(
+        self,
+        request: str,
+        *,
+        agent_path: str = "",
+        run_id: str | None = None,
+        principal: str | None = None,
+        agent_id: str = "",
+        agent_version: str = "",
+    ) -> Run:
+        """A new run; enter it with ``with`` or ``async with`` to record its request.
+
+        ``principal`` names who the run acts for (a user, a service), ``agent_id`` and
+        ``agent_version`` the agent itself; they are stored on every event of the run
+        (``Event.actor``) and shown by ``ledger chain``, ``ledger why`` and the report.
+
+        >>> from ledger.sinks import DiscardSink
+        >>> Gate(DiscardSink()).run("tidy up", principal="alice@example.com").principal
+        'alice@example.com'
+        """
+        return Run(
+            self._recorder,
+            request,
+            agent_path=agent_path,
+            run_id=run_id,
+            principal=principal,
+            agent_id=agent_id,
+            agent_version=agent_version,
+        )
 
     def current_run(self) -> Run | None:
         """The innermost run of this gate active in this thread or task, if any."""
@@ -264,7 +291,7 @@ class Gate:
         if name.refused:
             reason = f"{reason}; {name.refused}"
         cs = CallState(
-            run_id=f"norun-{new_event_id()}",
+            run_id=f"{OUTSIDE_RUN_PREFIX}{new_event_id()}",
             agent_path="",
             tool=name.value,
             asked=tool,

@@ -39,7 +39,9 @@ from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ledger.errors import ValidationError
+from ledger.model.values import Approval as ModelApproval
 from ledger.model.values import Verdict
+from ledger.timefmt import utc_now
 
 __all__ = [
     "AllowAll",
@@ -80,14 +82,24 @@ class Decision:
 
     ``verdict`` accepts the plain strings too (typed so, for ``mypy --strict`` callers)
     and is stored as a :class:`~ledger.model.Verdict`; ``reason`` is recorded and shown to
-    the caller on a denial; ``policy_id`` names the policy that decided.
+    the caller on a denial; ``policy_id`` names the policy that decided; ``approval``
+    (a :class:`ledger.model.Approval`) says who approved the call, when and why, and is
+    stored on its ``gate_decision`` and ``action``.
     """
 
     verdict: Verdict
     reason: str
     policy_id: str
+    approval: ModelApproval | None
 
-    def __init__(self, verdict: Verdict | str, reason: str, policy_id: str = "") -> None:
+    def __init__(
+        self,
+        verdict: Verdict | str,
+        reason: str,
+        policy_id: str = "",
+        *,
+        approval: ModelApproval | None = None,
+    ) -> None:
         try:
             member = Verdict(verdict)
         except ValueError:
@@ -100,6 +112,9 @@ class Decision:
         object.__setattr__(self, "verdict", member)
         object.__setattr__(self, "reason", reason)
         object.__setattr__(self, "policy_id", policy_id)
+        if approval is not None and not isinstance(approval, ModelApproval):
+            raise ValidationError("decision approval must be a ledger.model.Approval")
+        object.__setattr__(self, "approval", approval)
 
 
 @runtime_checkable
@@ -233,8 +248,9 @@ class AllowList:
         return f"AllowList({sorted(self.tools)!r}, when={sorted(self.when)!r})"
 
 
-Approval: TypeAlias = bool | tuple[bool, str] | Decision
-"""An approver's answer: yes/no, (yes/no, reason), or a full :class:`Decision`."""
+Approval: TypeAlias = bool | tuple[bool, str] | tuple[bool, str, str] | Decision
+"""An approver's answer: yes/no, (yes/no, reason), (yes/no, reason, who answered), or a
+full :class:`Decision` (its ``approval`` names who)."""
 
 ApproverCallback: TypeAlias = Callable[[ToolCall], Approval | Awaitable[Approval]]
 
@@ -247,8 +263,10 @@ class Approver:
     >>> policy.decide(call).reason
     "non-safe tool 'write_file' needs approval; approved by approver: ok"
 
-    ``callback(call)`` returns ``True``/``False``, ``(bool, reason)`` or a ``Decision``, or
-    an awaitable of one (an ``async def`` callback). The recorded decision is the
+    ``callback(call)`` returns ``True``/``False``, ``(bool, reason)``, ``(bool, reason,
+    approver)`` or a ``Decision``, or an awaitable of one (an ``async def`` callback). The
+    answer is recorded with who gave it and when (``Event.approval``): the approver the
+    answer names, else ``approver=`` given here, else ``name``. The recorded decision is the
     approver's: verdict ``allowed`` or ``denied``, reason ``"<policy reason>; approved by
     <name>: <answer reason>"`` (or ``denied by``), ``policy_id`` ``name``. Calls the wrapped
     policy (default :class:`DenyNonSafe`) allows or denies outright never reach the
@@ -261,13 +279,21 @@ class Approver:
     """
 
     def __init__(
-        self, callback: ApproverCallback, *, policy: Policy | None = None, name: str = "approver"
+        self,
+        callback: ApproverCallback,
+        *,
+        policy: Policy | None = None,
+        name: str = "approver",
+        approver: str | None = None,
     ) -> None:
         if not callable(callback):
             raise ValidationError("Approver callback must be callable")
+        if approver is not None and (not isinstance(approver, str) or not approver.strip()):
+            raise ValidationError("approver: name who answers (a non-empty string)")
         self.callback = callback
         self.policy: Policy = policy if policy is not None else DenyNonSafe()
         self.name = name
+        self.approver = approver or name
 
     def decide(self, call: ToolCall) -> Decision:
         first = decide(self.policy, call)
@@ -313,26 +339,7 @@ class Approver:
         return None
 
     def _answer(self, first: Decision, answer: object) -> Decision:
-        if isinstance(answer, Decision):
-            ok, said = answer.verdict is Verdict.ALLOWED, answer.reason
-        elif isinstance(answer, bool):
-            ok, said = answer, ""
-        elif (
-            isinstance(answer, tuple)
-            and len(answer) == 2
-            and isinstance(answer[0], bool)
-            and isinstance(answer[1], str)
-        ):
-            ok, said = answer
-        else:
-            raise ValidationError(
-                f"approver {self.name!r} answered {type(answer).__name__}; expected a bool, "
-                "(bool, reason) or a Decision"
-            )
-        verb = "approved by" if ok else "denied by"
-        reason = f"{first.reason}; {verb} {self.name}" + (f": {said}" if said else "")
-        verdict = Verdict.ALLOWED if ok else Verdict.DENIED
-        return Decision(verdict=verdict, reason=reason, policy_id=self.name)
+        return approver_decision(first, answer, name=self.name, approver=self.approver)
 
     def __repr__(self) -> str:
         return f"Approver({self.callback!r}, policy={self.policy!r}, name={self.name!r})"
@@ -340,3 +347,37 @@ class Approver:
 
 async def _await(awaitable: Awaitable[Approval]) -> Approval:
     return await awaitable
+
+
+def approver_decision(first: Decision, answer: object, *, name: str, approver: str) -> Decision:
+    """The recorded decision for an approver's ``answer`` to a call ``first`` marked
+    ``needs_approval``: verdict from the answer, reason ``"<first reason>; approved by
+    <name>: <answer reason>"`` (or ``denied by``), ``policy_id`` ``name``, and who answered
+    and when (the approver the answer names, else ``approver``). The one reading of an
+    approver's answer: :class:`Approver` and policy files' ``ask`` rules both use it."""
+    answered_at = utc_now()
+    who = approver
+    given: ModelApproval | None = None
+    if isinstance(answer, Decision):
+        ok, said, given = answer.verdict is Verdict.ALLOWED, answer.reason, answer.approval
+    elif isinstance(answer, bool):
+        ok, said = answer, ""
+    elif (
+        isinstance(answer, tuple)
+        and len(answer) in (2, 3)
+        and isinstance(answer[0], bool)
+        and all(isinstance(part, str) for part in answer[1:])
+    ):
+        ok, said = answer[0], answer[1]
+        if len(answer) == 3 and answer[2].strip():
+            who = answer[2]
+    else:
+        raise ValidationError(
+            f"approver {name!r} answered {type(answer).__name__}; expected a bool, "
+            "(bool, reason), (bool, reason, approver) or a Decision"
+        )
+    verb = "approved by" if ok else "denied by"
+    reason = f"{first.reason}; {verb} {name}" + (f": {said}" if said else "")
+    verdict = Verdict.ALLOWED if ok else Verdict.DENIED
+    approval = given or ModelApproval(approver=who, time=answered_at, reason=said)
+    return Decision(verdict=verdict, reason=reason, policy_id=name, approval=approval)

@@ -68,7 +68,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import ValidationError
-from ledger.gate.policy import Approval, Approver, ApproverCallback, Decision, ToolCall
+from ledger.gate.policy import (
+    Approval,
+    Approver,
+    ApproverCallback,
+    Decision,
+    ToolCall,
+    approver_decision,
+)
 from ledger.model.values import Verdict
 
 if TYPE_CHECKING:  # PyYAML is imported when a policy is parsed, not with `import ledger`
@@ -257,12 +264,9 @@ class FilePolicy:
     def _answered(self, first: Decision, answer: Approval | None) -> Decision:
         if answer is None:
             return first  # needs_approval: the gate denies it, fail-closed
-        if isinstance(answer, Decision):
-            return answer
-        ok, said = answer if isinstance(answer, tuple) else (answer, "")
-        verb = "approved by" if ok else "denied by"
-        reason = f"{first.reason}; {verb} {self._name}" + (f": {said}" if said else "")
-        return Decision(Verdict.ALLOWED if ok else Verdict.DENIED, reason, self._name)
+        if isinstance(answer, Decision) and answer.approval is None:
+            return answer  # a full decision of the callback's own, kept as it is
+        return approver_decision(first, answer, name=self._name, approver=self._name)
 
     def _run_command(self, call: ToolCall) -> tuple[bool, str]:
         payload = json.dumps(

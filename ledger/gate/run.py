@@ -46,7 +46,7 @@ from ledger.gate.redact import no_redaction
 from ledger.gate.values import bounded
 from ledger.ids import new_event_id
 from ledger.model.event import Event
-from ledger.model.values import Kind, Ref, RefSource
+from ledger.model.values import Actor, Kind, Ref, RefSource
 
 __all__ = ["Run", "active_runs", "content_ref"]
 
@@ -88,6 +88,9 @@ class Run(CallSteps):
         *,
         agent_path: str = "",
         run_id: str | None = None,
+        principal: str | None = None,
+        agent_id: str = "",
+        agent_version: str = "",
     ) -> None:
         if not isinstance(request, str):
             raise TypeError(f"request must be a string, got {type(request).__name__}")
@@ -95,8 +98,18 @@ class Run(CallSteps):
             raise TypeError(f"agent_path must be a string, got {type(agent_path).__name__}")
         if run_id is not None and not isinstance(run_id, str):
             raise TypeError(f"run_id must be a string or None, got {type(run_id).__name__}")
+        for name, value in (("principal", principal or ""), ("agent_id", agent_id),
+                            ("agent_version", agent_version)):  # fmt: skip
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a string, got {type(value).__name__}")
         self.recorder = recorder
         self.request = request
+        who = Actor(
+            principal=self._identity(principal or "", "principal"),
+            agent_id=self._identity(agent_id, "agent id"),
+            agent_version=self._identity(agent_version, "agent version"),
+        )
+        self.actor: Actor | None = who or None
         head_id = new_event_id()
         self.request_id = str(head_id)
         self._head_id = head_id
@@ -114,6 +127,17 @@ class Run(CallSteps):
         self._results: dict[str, tuple[ULID, str]] = {}
         self.last_call_id = ""
         self._token: Token[tuple[Run, ...]] | None = None
+
+    def _identity(self, text: str, what: str) -> str:
+        """An identity as recorded: redacted and fitted like every other name."""
+        if not text:
+            return ""
+        return self.recorder.name(text, what, key_field=False).value
+
+    @property
+    def principal(self) -> str:
+        """Who the run acts for ("" when not given)."""
+        return self.actor.principal if self.actor is not None else ""
 
     def __repr__(self) -> str:
         return f"Run(run_id={self.run_id!r}, state={self._state!r})"
@@ -149,6 +173,7 @@ class Run(CallSteps):
                 text=self.request,
                 redact=self.recorder.redact,
                 event_id=self._head_id,
+                actor=self.actor,
             )
             end = Event(
                 kind=Kind.ABORT,
@@ -156,6 +181,7 @@ class Run(CallSteps):
                 agent_path=agent_path,
                 reason=f"run refused before it started: {why}",
                 err="run refused",
+                actor=self.actor,
             )
         except Exception:
             log.exception("ledger: could not record the refused run %s", run_id)
@@ -172,6 +198,7 @@ class Run(CallSteps):
                 text=self.request,
                 redact=self.recorder.redact,
                 event_id=self._head_id,
+                actor=self.actor,
             )
         except Exception as exc:  # never write an unredacted request: withhold it
             log.warning("ledger: the request of run %s could not be redacted: %r", self.run_id, exc)
@@ -182,6 +209,7 @@ class Run(CallSteps):
                 text=_WITHHELD,
                 redact=no_redaction,
                 event_id=self._head_id,
+                actor=self.actor,
             )
         self._request_quote = orjson.dumps(bounded(self._head.preview)).decode()
 
@@ -252,7 +280,11 @@ class Run(CallSteps):
             self._token = None
         try:
             end = end_event(
-                run_id=self.run_id, agent_path=self.agent_path, exc=exc, redact=self.recorder.redact
+                run_id=self.run_id,
+                agent_path=self.agent_path,
+                exc=exc,
+                redact=self.recorder.redact,
+                actor=self.actor,
             )
         except Exception:
             log.exception("ledger: could not build the end event of run %s", self.run_id)

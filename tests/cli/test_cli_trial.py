@@ -213,5 +213,5 @@ def test_why_shows_the_whole_reason_and_chain_a_long_one(sqlite_ledger: Ledger) 
         assert _squeezed(block) == _squeezed(reason)
         assert all(len(line) <= columns for line in block.splitlines())
     tree = invoke("chain", run, "--db", url, env=NARROW).stdout
-    branch = tree.split("reason: non-safe", 1)[1].split("├── args:", 1)[0]
+    branch = tree.split("reason: non-safe", 1)[1].split("├── approved by:", 1)[0]
     assert _squeezed("non-safe" + branch.replace("│", "")) == _squeezed(reason)
