@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "model": 1,
     "chain": 2, "drift": 2,
     "sinks": 3, "integrity": 3,  # the SQL sinks keep the Merkle log in their transactions
-    "gate": 4, "typed": 4,
+    "gate": 4, "typed": 4, "retention": 4,
     "report": 5, "adapters": 5, "demo": 5, "viewer": 5,
     "cli": 6, "__main__": 6,
 }  # fmt: skip

@@ -312,7 +312,7 @@ def erase(
             by=by,
             fields=fields or ALL_FIELDS,
             dry_run=dry_run,
-            each=each,
+            each=each if as_json or dry_run else None,
         )
     if as_json:
         emit_json({**outcome.to_dict(), "events": lines})

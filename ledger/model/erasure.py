@@ -51,6 +51,7 @@ __all__ = [
     "RecordSummary",
     "Tombstone",
     "erase_fields",
+    "erase_stored",
     "erased_text",
     "erasure_digest",
     "record_summary",
@@ -271,3 +272,55 @@ def erased_text(event: _MaybeErased | None, *fields: str) -> str:
     if gone is None or not any(f in gone.fields for f in fields):
         return ""
     return f"[erased: {gone.reason}]"
+
+
+_SAFE = 2**53 - 1
+
+
+def erase_stored(
+    data: bytes, *, fields: Iterable[str], leaf_hash: str, record: str, reason: str
+) -> tuple[str, str | None, bool]:
+    """``(tombstone JSON, its content hash, has_err)`` for the stored event bytes
+    ``data``: the same text as ``erase_fields(Event.from_json(data), ...).to_json()``
+    (a property test says so), built on the parsed JSON without a round trip through
+    :class:`~ledger.model.event.Event`, so an erasure of many rows costs little more
+    than writing them. The content hash is the ``sha256:`` of the RFC 8785 form, taken
+    directly when every member left is text or a safe integer (always so for a whole
+    erasure), else None (the caller computes it the general way).
+    """
+    obj = orjson.loads(data)
+    if type(obj) is not dict:
+        raise ValidationError("stored event JSON is not an object")
+    wanted = set(fields)
+    before = obj.pop("erased", None)
+    if before is None:  # the common case: one member built without the dataclass
+        ordered = [f for f in ALL_FIELDS if f in wanted]
+        member = {"fields": ordered, "leaf_hash": leaf_hash, "records": [record], "reason": reason}
+    else:
+        prior = Erasure.from_dict(before)
+        if prior.leaf_hash != leaf_hash:
+            raise ValidationError(
+                f"event {obj.get('event_id')}: its tombstone keeps leaf hash "
+                f"{prior.leaf_hash}, not {leaf_hash}; the row was changed outside the ledger"
+            )
+        wanted |= set(prior.fields)
+        member = Erasure(
+            fields=tuple(f for f in ALL_FIELDS if f in wanted),
+            leaf_hash=leaf_hash,
+            records=(*prior.records, record),
+            reason=reason,
+        ).to_dict()
+    out = {k: v for k, v in obj.items() if k not in wanted}
+    out["erased"] = member
+    text = orjson.dumps(out).decode()
+    simple = all(
+        type(v) is str or (type(v) is int and -_SAFE <= v <= _SAFE)
+        for k, v in out.items()
+        if k != "erased"
+    )
+    digest = (
+        "sha256:" + hashlib.sha256(orjson.dumps(out, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        if simple
+        else None
+    )
+    return text, digest, bool(out.get("err"))
