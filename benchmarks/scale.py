@@ -476,10 +476,12 @@ def _us(moment: datetime) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
-def plain_report(db: Plain, since: datetime, until: datetime) -> dict[str, Any]:
+def plain_report(db: Plain, since: datetime, until: datetime, log: bool = True) -> dict[str, Any]:
     """What the report computes, by hand: the aggregates in SQL, the listed rows fetched
     (denials and approved actions with their JSON parsed: reasons, approvers, who), and
-    one pass checking every row of the window (:func:`plain_row_ok`)."""
+    one pass checking every row of the window (:func:`plain_row_ok`); with ``log``, that
+    pass reads every row of the ledger and folds the Merkle root too, as the report
+    verifies the tamper-evident log (:func:`plain_checked_log`)."""
     w = (_us(since), _us(until))
     win = "time_us >= ? AND time_us < ?"
     out: dict[str, Any] = {}
@@ -524,8 +526,27 @@ def plain_report(db: Plain, since: datetime, until: datetime) -> dict[str, Any]:
         "AND a.seq < r.seq)", w,
     )  # fmt: skip
     out["held"] = db.rows("SELECT min(time_us), max(time_us) FROM events")
-    out["hashes"] = plain_hash_pass(db, since, until)
+    if log:
+        out["checked"] = plain_checked_log(db, since, until)
+    else:
+        out["hashes"] = plain_hash_pass(db, since, until)
     return out
+
+
+def plain_checked_log(db: Plain, since: datetime, until: datetime) -> bool:
+    """One pass over every row of the ledger: the window's rows checked
+    (:func:`plain_row_ok`), every row's leaf folded into the root, compared with the
+    stored head (what the report does since it verifies the tamper-evident log)."""
+    low, high = _us(since), _us(until)
+    frontier = Frontier()
+    bad = 0
+    for row in db.stream(_CHECKED + " ORDER BY seq"):
+        if low <= row[6] < high and not plain_row_ok(row):
+            bad += 1
+        text = row[8]
+        frontier.push(leaf_hash(text.encode("utf-8") if isinstance(text, str) else bytes(text)))
+    (root,) = db.rows("SELECT root FROM tree_head WHERE id = 1")[0]
+    return bad == 0 and frontier.root() == bytes(root)
 
 
 def canonical_hash(obj: Any) -> str | None:
@@ -742,6 +763,7 @@ def bench_ledger(
     measure_memory: bool,
     heavy_reps: int = 3,
     light: bool = False,
+    report_only: bool = False,
 ) -> None:
     from ledger.report.build import build_report
     from ledger.report.verification import verify_rows
@@ -761,11 +783,22 @@ def bench_ledger(
         build_report(reader, since=year[0], until=year[1])
 
     if not light:
-        a, b = alternate(heavy, report_year, lambda: plain_report(plain, *year), warm=size < 10**6)
-        fig("report, whole year", a, b, 0.5)
-    a, b = alternate(reps, lambda: build_report(reader, since=month[0], until=month[1]),
-                     lambda: plain_report(plain, *month))  # fmt: skip
-    fig("report, 30 days", a, b, 0.5)
+        warm = size < 10**6
+        a, b = alternate(heavy, report_year, lambda: plain_report(plain, *year), warm=warm)
+        fig("report, whole year", a, b, 0.5, "vs SQL + row checks + log")
+        a, b = alternate(heavy, report_year, lambda: plain_report(plain, *year, log=False),
+                         warm=warm)  # fmt: skip
+        fig("report, whole year", a, b, None, "vs SQL + row checks (no log)")
+    if not light:
+        a, b = alternate(reps, lambda: build_report(reader, since=month[0], until=month[1]),
+                         lambda: plain_report(plain, *month))  # fmt: skip
+        fig("report, 30 days", a, b, 0.5, "vs SQL + row checks + log")
+        a, b = alternate(reps, lambda: build_report(reader, since=month[0], until=month[1]),
+                         lambda: plain_report(plain, *month, log=False))  # fmt: skip
+        fig("report, 30 days", a, b, None, "vs SQL + window checks (no log)")
+    if report_only:
+        reader.close()
+        return
     a, b = alternate(reps, lambda: list(reader.runs(since=year[0], until=year[1])),
                      lambda: plain_runs(plain, *year))  # fmt: skip
     fig("runs() over the year", a, b, 0.5)
@@ -854,6 +887,7 @@ def main() -> int:
         "--heavy-reps", type=int, default=3,
         help="alternating runs of the whole-year report and of verification",
     )  # fmt: skip
+    parser.add_argument("--report-only", action="store_true", help="only the report figures")
     parser.add_argument(
         "--light", action="store_true",
         help="skip the whole-year report, verification and memory (the passes over every row)",
@@ -885,13 +919,15 @@ def main() -> int:
         if opts.only != "postgresql":
             plain = Plain.sqlite(path)
             bench_ledger(results, "sqlite", size, f"sqlite:///{path}", plain, opts.reps, path,
-                         not opts.no_memory, opts.heavy_reps, opts.light)  # fmt: skip
+                         not opts.no_memory, opts.heavy_reps, opts.light,
+                         opts.report_only)  # fmt: skip
             plain.close()
         if schema is not None:
             plain = Plain.postgres(dsn, schema)
             url = f"{dsn}{'&' if '?' in dsn else '?'}ledger_schema={schema}"
             bench_ledger(results, "postgresql", size, url, plain, opts.reps, None,
-                         not opts.no_memory, opts.heavy_reps, opts.light)  # fmt: skip
+                         not opts.no_memory, opts.heavy_reps, opts.light,
+                         opts.report_only)  # fmt: skip
             plain.close()
         elif not dsn and opts.only != "sqlite":
             print("PostgreSQL: skipped (set LEDGER_TEST_POSTGRES_DSN)")
