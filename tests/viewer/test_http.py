@@ -480,3 +480,25 @@ def test_odd_request_targets_get_pages_not_tracebacks(viewer: Viewer) -> None:
         assert "\x1b" not in answer.text, target
     huge = fetch(viewer, "/?q=" + "a" * 70_000)
     assert huge.status in (400, 414)
+
+
+def test_an_erased_field_shows_its_erasure(tmp_path: Path) -> None:
+    import inspect
+
+    from ledger.ids import new_event_id
+    from ledger.model import Event
+    from ledger.sinks import open_sink
+
+    if "erased" not in inspect.signature(Event.__init__).parameters:
+        pytest.skip("this Event has no erasure tombstones yet")
+    erased = {"fields": ["result"], "leaf_hash": "ab" * 32, "records": [str(new_event_id())],
+              "reason": "GDPR <request> 42"}  # fmt: skip
+    url = sqlite_url(tmp_path / "erased.db")
+    with open_sink(url) as sink:
+        sink.record(Event(kind="request", run_id="r-e", args='"x"'))
+        sink.record(Event(kind="tool_result", run_id="r-e", call_id="c", tool="read_mail",
+                          erased=erased))  # fmt: skip
+    with serve(url) as v:
+        page = fetch(v, "/run", {"id": "r-e"})
+        assert page.status == 200, page.text[:300]
+        assert "erased: GDPR &lt;request&gt; 42" in page.text

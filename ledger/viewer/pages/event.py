@@ -13,7 +13,7 @@ import orjson
 from ledger.ids import ulid_text
 from ledger.sinks.base import Reader
 from ledger.viewer.html import esc, href, link, value
-from ledger.viewer.pages.parts import run_link, when_text
+from ledger.viewer.pages.parts import field_value, run_link, when_text
 from ledger.viewer.routing import Context, NotFound, Request, Response, html_response
 
 __all__ = ["FIELDS", "event_page", "value_page"]
@@ -34,7 +34,9 @@ def event_page(request: Request, ctx: Context) -> Response:
     rows = []
     for key, item in data.items():
         if key in FIELDS and isinstance(e_value := getattr(e, key, None), str):
-            shown = value(e_value, limit=400, whole=href("/value", event=rid, field=key))
+            shown = field_value(
+                e, key, e_value, limit=400, whole=href("/value", event=rid, field=key)
+            )
         elif key == "time":
             shown = when_text(e.time) + f' <span class="mono muted small">{esc(item)}</span>'
         elif key == "run_id":

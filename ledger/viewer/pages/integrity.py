@@ -36,13 +36,26 @@ class IntegrityStatus:
     facts: tuple[tuple[str, str], ...] = field(default=())
 
 
-def _verifier() -> tuple[Any, Any] | None:
+def _module() -> Any:
     try:
-        module = importlib.import_module("ledger.integrity.verify")
+        return importlib.import_module("ledger.integrity.verify")
     except ImportError:
         return None
+
+
+def _verifier() -> tuple[Any, Any] | None:
+    module = _module()
     verify, source = getattr(module, "verify_ledger", None), getattr(module, "LeafSource", None)
     return (verify, source) if callable(verify) and source is not None else None
+
+
+def _keyless(reader: Reader) -> tuple[bool, Any]:
+    """``(True, result)`` from ``verify_stored`` (the keyless check ``ledger report``
+    makes; ``result`` None when the reader keeps no log), ``(False, None)`` without it."""
+    stored = getattr(_module(), "verify_stored", None)
+    if not callable(stored):
+        return False, None
+    return True, stored(reader)
 
 
 def integrity_status(reader: Reader) -> IntegrityStatus:
@@ -61,6 +74,13 @@ def integrity_status(reader: Reader) -> IntegrityStatus:
             "(JSONL files do not)",
         )
     try:
+        known, found_result = _keyless(reader)
+        if known and found_result is None:
+            return IntegrityStatus(
+                state="none", summary="no tamper-evident log: the ledger stores no tree head"
+            )
+        if known:
+            return _status(found_result)
         if stored() is None:
             return IntegrityStatus(
                 state="none", summary="no tamper-evident log: the ledger stores no tree head"
@@ -75,6 +95,10 @@ def integrity_status(reader: Reader) -> IntegrityStatus:
             state="error",
             summary=f"verification did not complete ({type(exc).__name__}); see the server log",
         )
+    return _status(result)
+
+
+def _status(result: Any) -> IntegrityStatus:
     d = result.to_dict()
     facts = tuple(
         (k.replace("_", " "), str(d[k]))

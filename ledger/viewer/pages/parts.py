@@ -16,11 +16,13 @@ from ledger.drift import RefCheck, RefState
 from ledger.errors import CorruptRecord
 from ledger.model.values import Ref, Verdict
 from ledger.timefmt import format_time
-from ledger.viewer.html import attr, badge, esc, href, link
+from ledger.viewer.html import INLINE_LIMIT, attr, badge, esc, href, link, value
 
 __all__ = [
     "corrupt_notice",
     "duration_text",
+    "erased_mark",
+    "field_value",
     "ref_list",
     "request_text",
     "run_link",
@@ -132,6 +134,23 @@ def ref_list(
         return f'<span class="muted">{esc(empty)}</span>'
     items = "".join(ref_item(r, checks.get(r), request_id) for r in refs)
     return f'<ul class="refs">{items}</ul>'
+
+
+def erased_mark(event: object, name: str) -> str:
+    """``[erased: reason]`` when retention erased field ``name`` of ``event`` (the
+    ``erased`` member of a tombstone, where events have one), else ""."""
+    found = getattr(event, "erased", None)
+    fields = getattr(found, "fields", ()) if found is not None else ()
+    if name not in fields:
+        return ""
+    reason = getattr(found, "reason", "")
+    return badge(f"erased: {reason}" if reason else "erased", "warn", title="removed by retention")
+
+
+def field_value(event: object, name: str, text: str | None, *, limit: int = INLINE_LIMIT,
+                whole: str = "", empty: str = "(none)") -> str:  # fmt: skip
+    """A field's value clipped (:func:`~ledger.viewer.html.value`), or its erasure mark."""
+    return erased_mark(event, name) or value(text, limit=limit, whole=whole, empty=empty)
 
 
 def corrupt_notice(skipped: Iterable[CorruptRecord]) -> str:

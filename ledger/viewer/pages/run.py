@@ -29,6 +29,7 @@ from ledger.viewer.identity import agent_of, approval_of, principal_of
 from ledger.viewer.pages.parts import (
     corrupt_notice,
     duration_text,
+    field_value,
     ref_list,
     request_text,
     verdict_badge,
@@ -132,7 +133,7 @@ def _action_entry(
     approval = _approval_text([*decisions.get(intent.call_id, []), intent])
     if approval:
         rows.append(("approval", approval))
-    rows.append(("args", value(intent.args, whole=_whole(intent, "args"))))
+    rows.append(("args", field_value(intent, "args", intent.args, whole=_whole(intent, "args"))))
     rows.append(
         ("evidence", ref_list(a.evidence, checks, request_id=request_id, empty="(none cited)"))
     )
@@ -150,7 +151,8 @@ def _action_entry(
     else:
         if result.err:
             rows.append(("error", f'<span class="v">{esc(result.err[:2000])}</span>'))
-        rows.append(("result", value(result.result, whole=_whole(result, "result"))))
+        shown = field_value(result, "result", result.result, whole=_whole(result, "result"))
+        rows.append(("result", shown))
         rows.append(("duration", duration_text(result.duration_ms)))
     who = agent_of(intent)
     if who:
@@ -178,7 +180,7 @@ def _action_entry(
 
 
 def _read_entry(e: Event, decisions: dict[str, list[Event]], chain: Chain, start: datetime) -> str:
-    rows = [("result", value(e.result, whole=_whole(e, "result")))]
+    rows = [("result", field_value(e, "result", e.result, whole=_whole(e, "result")))]
     if e.err:
         rows.append(("error", f'<span class="v">{esc(e.err[:2000])}</span>'))
     for d in decisions.get(e.call_id, []) if e.call_id else []:
@@ -304,7 +306,8 @@ def _request_card(chain: Chain) -> str:
         '<div class="card" id="request"><div class="head"><h3>Request</h3>'
         f"{link(href('/event', id=rid), rid, css='mono small')}"
         f'<span class="when">{when_text(r.time)}</span></div>'
-        f"{_kv([('input', value(text, limit=600, whole=_whole(r, 'args')))])}</div>"
+        f"{_kv([('input', field_value(r, 'args', text, limit=600, whole=_whole(r, 'args')))])}"
+        "</div>"
     )
 
 
