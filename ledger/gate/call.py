@@ -69,7 +69,7 @@ from ledger.gate.policy import Decision, ToolCall, adecide, decide
 from ledger.gate.recorder import Recorder, executor, in_thread
 from ledger.gate.values import PREVIEW_LIMIT, NotJSON, bounded, json_value
 from ledger.model.event import Event
-from ledger.model.values import Actor, Ref, Verdict
+from ledger.model.values import Actor, Ref, RefSource, Verdict
 
 __all__ = ["CallSteps"]
 
@@ -95,6 +95,8 @@ class CallSteps:
     _lock: threading.Lock
     _calls: set[str]
     _results: dict[str, tuple[ULID, str]]
+    _safe_reads: list[Ref]  # refs to the results of this run's safe reads, in order
+    _cited: list[Ref]  # refs run.cite() holds for the next call
     _request_ref: Ref
     _request_quote: str
 
@@ -304,13 +306,33 @@ class CallSteps:
         view = MappingProxyType(kwargs)
         return ToolCall(tool=cs.asked, args=view, call_id=cs.key, run_id=self.run_id, safe=cs.safe)
 
+    def _evidence_for(self, cs: CallState, given: list[Ref]) -> list[Ref]:
+        """What the call cites: the refs given to it and those ``run.cite()`` held for
+        it; when neither names any, an action cites the results of the run's earlier
+        safe reads (what the agent had read before it acted). Each ref once."""
+        with self._lock:
+            held, self._cited = self._cited, []
+            reads = list(self._safe_reads)
+        chosen = [*given, *held]
+        if not chosen and not cs.safe:
+            chosen = reads
+        seen: set[tuple[str, str, str]] = set()
+        out = []
+        for ref in chosen:
+            key = (str(ref.source), ref.id, ref.hash)
+            if key not in seen:
+                seen.add(key)
+                out.append(ref)
+        return out
+
     def _record_args(self, cs: CallState, evidence: Iterable[Ref]) -> None:
         """Redact the args (after the policy decided, so the record holds what will run)
         and build the preview and refs; a failure denies without showing the values."""
         try:
             cs.args_json = redacted_args(cs.kwargs, cs.redact)
             cs.preview = args_preview(cs.tool, cs.args_json, cs.redact)
-            cs.refs = (self._request_ref, *map(self.recorder.ref, refs_of(evidence)))
+            cited = self._evidence_for(cs, list(refs_of(evidence)))
+            cs.refs = (self._request_ref, *map(self.recorder.ref, cited))
             cs.args_done = True
         except Exception as exc:  # NotJSON: the policy changed a nested value
             cs.args_done = not isinstance(exc, NotJSON)  # else: placeholders are recorded
@@ -412,7 +434,8 @@ class CallSteps:
     def _outcome(
         self, cs: CallState, result: Any, exc: BaseException | None, start_ns: int
     ) -> list[Event]:
-        duration = (time.perf_counter_ns() - start_ns) // 1_000_000
+        # rounded up: a measured duration is at least 1 ms, so 0 always means "not measured"
+        duration = -(-(time.perf_counter_ns() - start_ns) // 1_000_000)
         try:
             event = result_event(cs, result, exc, duration)
         except Exception:
@@ -421,6 +444,10 @@ class CallSteps:
         if event.result is not None:
             found = (event.event_id, content_hash(event.result))
             self._results[cs.call_id] = self._results[cs.key] = found
+            if cs.safe and not event.err:
+                ref = Ref(source=RefSource.TOOL, id=str(event.event_id), hash=found[1])
+                with self._lock:
+                    self._safe_reads.append(ref)
         return [*cs.pending, event]
 
     def _record_outcome(

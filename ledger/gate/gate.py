@@ -122,7 +122,7 @@ from ledger.gate.redact import Redactor, redact_secrets
 from ledger.gate.run import Run, active_runs
 from ledger.gate.values import bounded
 from ledger.ids import new_event_id
-from ledger.model.values import OUTSIDE_RUN_PREFIX
+from ledger.model.values import OUTSIDE_RUN_PREFIX, Ref
 from ledger.sinks.base import Sink
 
 __all__ = ["Gate"]
@@ -242,7 +242,10 @@ class Gate:
         ledger.errors.ToolDenied: action "write_file" denied: no active run (no record, no action)
 
         The call's arguments (positional ones are bound to their parameter names) are the
-        recorded ``args``. Outside a run of this gate the call is denied. ``safe=True``
+        recorded ``args``. A call may cite evidence with ``evidence=[ref, ...]``, which the
+        wrapper takes and does not pass on (unless the tool has a parameter of that name:
+        then cite with ``run.cite(...)``). Passed to ``run.call``, a decorated tool is
+        gated once, not twice. Outside a run of this gate the call is denied. ``safe=True``
         marks a read-only tool (``safe_tools`` names are safe too).
         """
         if fn is not None:
@@ -257,31 +260,45 @@ class Gate:
         tool_name: str = name or str(getattr(fn, "__name__", "") or type(fn).__name__)
         is_safe = safe or tool_name in self.safe_tools
         kwargs_of = _keyword_binder(fn, tool_name)
+        takes_evidence = _has_parameter(fn, "evidence")
+
+        def split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], tuple[Ref, ...]]:
+            if takes_evidence or "evidence" not in kwargs:
+                return kwargs, ()
+            cited = kwargs.pop("evidence")
+            if isinstance(cited, Ref):
+                return kwargs, (cited,)
+            if cited is None:
+                return kwargs, ()
+            return kwargs, tuple(cited)
 
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                kwargs, cited = split(kwargs)
                 call_args = kwargs_of(args, kwargs)
                 run = self.current_run()
                 if run is None:  # recorded on a worker thread: not on the event loop
                     raise await in_thread(self._orphan, tool_name, call_args)
-                return await run._acall(tool_name, call_args, fn, None, (), is_safe)
+                return await run._acall(tool_name, call_args, fn, None, cited, is_safe)
 
             wrapper: Any = async_wrapper
         else:
 
             @functools.wraps(fn)
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                kwargs, cited = split(kwargs)
                 call_args = kwargs_of(args, kwargs)
                 run = self.current_run()
                 if run is None:
                     raise self._orphan(tool_name, call_args)
-                return run._call(tool_name, call_args, fn, None, (), is_safe)
+                return run._call(tool_name, call_args, fn, None, cited, is_safe)
 
             wrapper = sync_wrapper
         wrapper.tool_name = tool_name
         wrapper.safe = is_safe
+        wrapper.__ledger_gated__ = fn  # run.call unwraps it: one gate per call
         return wrapper  # type: ignore[no-any-return]
 
     def _orphan(self, tool: str, args: dict[str, Any]) -> ToolDenied:
@@ -341,3 +358,12 @@ def _keyword_binder(
 
 def _no_positional(tool_name: str) -> dict[str, Any]:
     raise TypeError(f"tool {tool_name!r}: pass its arguments by keyword")
+
+
+def _has_parameter(fn: Callable[..., Any], name: str) -> bool:
+    """Does ``fn`` take a parameter called ``name`` (or any keyword, ``**kwargs``)?"""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

@@ -125,6 +125,8 @@ class Run(CallSteps):
         self._lock = threading.Lock()
         self._calls: set[str] = set()
         self._results: dict[str, tuple[ULID, str]] = {}
+        self._safe_reads: list[Ref] = []
+        self._cited: list[Ref] = []
         self.last_call_id = ""
         self._token: Token[tuple[Run, ...]] | None = None
 
@@ -330,6 +332,26 @@ class Run(CallSteps):
         self.recorder.write([event])
         return event.refs
 
+    def cite(self, *evidence: Ref | str) -> None:
+        """Cite ``evidence`` in the next call of this run (a decorated tool too, which
+        has no ``evidence`` argument of its own): refs, or the call ids of earlier calls
+        whose results to cite (:meth:`ref`).
+
+        >>> from ledger import Gate, Ref
+        >>> from ledger.sinks import DiscardSink
+        >>> run = Gate(DiscardSink()).run("tidy up")
+        >>> run.cite(Ref(source="memory", id="style-guide", hash="sha256:ab"))
+
+        Given nothing to cite, an action cites the results of the run's earlier safe
+        reads; anything cited replaces that default for the call.
+        """
+        refs = [self.ref(e) if isinstance(e, str) else e for e in evidence]
+        for ref in refs:
+            if not isinstance(ref, Ref):
+                raise TypeError(f"cite takes Ref objects or call ids, got {type(ref).__name__}")
+        with self._lock:
+            self._cited.extend(refs)
+
     def ref(self, call_id: str) -> Ref:
         """The ``tool`` ref to the recorded result of an earlier call of this run (its
         event id and content hash), to cite as ``evidence``; ``KeyError`` if none."""
@@ -350,9 +372,11 @@ class Run(CallSteps):
         """Run ``fn(**args)`` under the gate; return its result or raise its exception.
 
         Raises :class:`~ledger.errors.ToolDenied` (and ``fn`` does not run) when the call
-        may not run. An ``async def`` tool is refused here: use :meth:`acall`.
+        may not run. An ``async def`` tool is refused here: use :meth:`acall`. A tool
+        wrapped by ``@gate.tool`` is gated once: this call is the gate's record of it.
         """
-        return self._call(tool, args, fn, call_id, evidence, None)
+        fn, safe = _ungated(fn)
+        return self._call(tool, args, fn, call_id, evidence, safe)
 
     @overload
     async def acall(
@@ -385,4 +409,14 @@ class Run(CallSteps):
         evidence: Iterable[Ref] = (),
     ) -> Any:
         """The async twin of :meth:`call`; ``fn`` may be sync or ``async def``."""
-        return await self._acall(tool, args, fn, call_id, evidence, None)
+        fn, safe = _ungated(fn)
+        return await self._acall(tool, args, fn, call_id, evidence, safe)
+
+
+def _ungated(fn: Any) -> tuple[Any, bool | None]:
+    """A ``@gate.tool`` wrapper's own function (so a call through ``run.call`` is gated
+    once), and ``True`` when the wrapper marked it safe (else None: the gate decides)."""
+    inner = getattr(fn, "__ledger_gated__", None)
+    if inner is None:
+        return fn, None
+    return inner, True if getattr(fn, "safe", False) else None
