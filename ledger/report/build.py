@@ -54,6 +54,7 @@ from ledger.model.values import outside_any_run
 from ledger.report.calls import CallPass, approved_actions, in_time_order, look_across
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
+from ledger.report.retention import retention_section
 from ledger.report.timeline import bucket
 from ledger.sinks import Reader
 from ledger.sinks.url import shown_url
@@ -100,6 +101,7 @@ def build_report(
     else:
         report = _streamed(reader, since=since, until=until, progress=progress, ledger=ledger)
         report = replace(report, log_check=verify_stored(reader))
+    report = replace(report, retention=retention_section(reader, since=since, until=until))
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
     return report
 

@@ -30,6 +30,7 @@ from ledger.report.model import (
     time_text,
 )
 from ledger.report.render import render_csv, render_html
+from ledger.report.retention import RetentionSection
 from ledger.sinks.base import RunSummary
 
 __all__ = ["ComplianceReport"]
@@ -58,6 +59,7 @@ class ComplianceReport:
     outside_runs: tuple[Finding, ...] = ()
     ledger: str = ""
     log_check: VerifyResult | None = None  # the Merkle log, verified over the whole ledger
+    retention: RetentionSection | None = None  # policy, holds, erasures (ledger.report.retention)
 
     @property
     def actions(self) -> int:
@@ -118,6 +120,7 @@ class ComplianceReport:
             "log_check": None if self.log_check is None else self.log_check.to_dict(),
             "log_statement": self.log_statement(),
             "timeline": [b.to_dict() for b in self.timeline],
+            "retention": None if self.retention is None else self.retention.to_dict(),
         }
 
     def unsafe_statement(self) -> str:

@@ -380,6 +380,12 @@ def _sections(r: ReportView) -> list[str]:
     ]
 
 
+def _retention_html(r: ReportView) -> str:
+    """The retention section (:mod:`ledger.report.retention`), when the ledger has one."""
+    section = getattr(r, "retention", None)
+    return "" if section is None else str(section.to_html())
+
+
 def render_html(r: ReportView) -> str:
     """The whole page (UTF-8 text, starting with ``<!DOCTYPE html>``)."""
     if r.since is None and r.until is None:
@@ -406,6 +412,7 @@ def render_html(r: ReportView) -> str:
             "<h2>Actions and denials over time</h2>",
             render_svg(r.timeline),
             *_sections(r),
+            _retention_html(r),
             "</body></html>\n",
         ]
     )

@@ -1,0 +1,138 @@
+"""The compliance report's retention section: the policy in force, its changes, the
+legal holds and the erasures of the report's window.
+
+>>> section = retention_section(reader, since=start, until=end)     # doctest: +SKIP
+>>> section.to_dict()["erasures"][0]["reason"]                      # doctest: +SKIP
+'GDPR Art. 17 request 42'
+
+Read from the ledger's retention tables (:mod:`ledger.retention`); None for a ledger
+that keeps none (JSONL, memory). Holds are listed when they stood at any time in the
+window; policy changes and erasures when they were made in it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from ledger.errors import LedgerError
+from ledger.retention.rules import Hold
+from ledger.retention.store import ErasureRecord, PolicyState, Retention
+from ledger.timefmt import format_time
+
+__all__ = ["RetentionSection", "retention_section"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionSection:
+    """What the report shows about retention for its window."""
+
+    policy: PolicyState | None
+    changes: tuple[PolicyState, ...]
+    holds: tuple[Hold, ...]
+    erasures: tuple[ErasureRecord, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable field names (the report's ``retention`` member)."""
+        return {
+            "policy": None if self.policy is None else self.policy.to_dict(),
+            "policy_changes": [p.to_dict() for p in self.changes],
+            "holds": [h.to_dict() for h in self.holds],
+            "erasures": [e.to_dict() for e in self.erasures],
+            "erased_events": sum(e.events for e in self.erasures),
+        }
+
+    def to_html(self) -> str:
+        """The section of the HTML page."""
+        if self.policy is None:
+            policy = "<p>No retention policy is set: nothing may be erased.</p>"
+        else:
+            p = self.policy.policy.to_dict()
+            policy = (
+                f"<p>Keep {escape(str(p['keep']))}, floor {escape(str(p['floor']))} (version "
+                f"{self.policy.version}, set {escape(format_time(self.policy.set_at))} by "
+                f"{escape(self.policy.set_by)}: {escape(self.policy.reason)}).</p>"
+            )
+        changes = "".join(
+            f"<li>v{c.version} {escape(format_time(c.set_at))} by {escape(c.set_by)}: keep "
+            f"{escape(str(c.policy.to_dict()['keep']))}, floor "
+            f"{escape(str(c.policy.to_dict()['floor']))}"
+            f"{', signed by ' + escape(c.signed_by) if c.signed_by else ''}: "
+            f"{escape(c.reason)}</li>"
+            for c in self.changes
+        )
+        holds = "".join(
+            f"<li><code>{escape(h.hold_id)}</code> {escape(h.describe())}: {escape(h.reason)} "
+            f"({'standing' if h.active else 'released ' + escape(_t(h.released))})</li>"
+            for h in self.holds
+        )
+        erasures = "".join(
+            f"<tr><td>{escape(format_time(e.at))}</td><td>{escape(e.by)}</td>"
+            f"<td>{escape(_selection(e.selection))}</td><td>{escape(', '.join(e.fields))}</td>"
+            f"<td>{e.events}</td><td>{escape(e.reason)}</td><td><code>{escape(e.record_id)}"
+            f"</code></td></tr>"
+            for e in self.erasures
+        )
+        return "".join(
+            [
+                '<h2 id="retention">Retention, legal holds and erasures</h2>',
+                policy,
+                f"<p>Policy changes in the window:</p><ul>{changes}</ul>"
+                if changes
+                else "<p>No policy change in the window.</p>",
+                f"<p>Legal holds:</p><ul>{holds}</ul>" if holds else "<p>No legal hold.</p>",
+                "<table><tr><th>when (UTC)</th><th>by</th><th>what</th><th>fields</th>"
+                f"<th>events</th><th>why</th><th>record</th></tr>{erasures}</table>"
+                if erasures
+                else "<p>No erasure in the window.</p>",
+            ]
+        )
+
+
+def _t(value: datetime | None) -> str:
+    return "" if value is None else format_time(value)
+
+
+def _selection(selection: dict[str, Any]) -> str:
+    if "run_id" in selection:
+        return f"run {selection['run_id']}"
+    if "before" in selection:
+        return f"events before {selection['before']}"
+    return f"{len(selection.get('event_ids', []))} event(s) by id"
+
+
+def _in(when: datetime, since: datetime | None, until: datetime | None) -> bool:
+    return (since is None or when >= since) and (until is None or when < until)
+
+
+def retention_section(
+    reader: Any, *, since: datetime | None = None, until: datetime | None = None
+) -> RetentionSection | None:
+    """The retention section for ``[since, until)``, or None when ``reader`` keeps no
+    retention tables."""
+    if not hasattr(reader, "_tree_writing"):
+        return None
+    try:
+        r = Retention(reader)
+        history = r.policies()
+        holds = [
+            h
+            for h in r.holds(released=True)
+            if (until is None or h.created is None or h.created < until)
+            and (since is None or h.released is None or h.released >= since)
+        ]
+        erasures = r.erasures(since=since, until=until)
+    except LedgerError as exc:  # a ledger without the retention tables, say
+        log.debug("the report has no retention section: %s", exc)
+        return None
+    return RetentionSection(
+        policy=history[-1] if history else None,
+        changes=tuple(p for p in history if _in(p.set_at, since, until)),
+        holds=tuple(holds),
+        erasures=tuple(erasures),
+    )
