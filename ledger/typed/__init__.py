@@ -21,17 +21,20 @@ from ledger.typed.compaction.apply import CompactionOutcome, apply_compaction, p
 from ledger.typed.config import CompactionPolicy, LedgerConfig, LedgerDef, parse_config
 from ledger.typed.gitstore import GitShardStore
 from ledger.typed.intents import IntentQueue
+from ledger.typed.jsontext import canonical_json, final_id, record_sha
 from ledger.typed.layout import StoreError
 from ledger.typed.opening import open_store
 from ledger.typed.order import replay_order
 from ledger.typed.persist import persist
 from ledger.typed.projection import ProjectionFailed, build_projection
 from ledger.typed.query import LedgerQueryTool, QueryPage, query_records, query_sql
-from ledger.typed.records import Record, canonical_json, final_id, record_sha
-from ledger.typed.reducers.simple import OperationError, ReplayResult, replay, validate_operation
+from ledger.typed.reconstruct import Diagnostic, Reconstruction
+from ledger.typed.records import Record
+from ledger.typed.reducers.base import OperationError
+from ledger.typed.reducers.simple import ReplayResult, replay, validate_operation
 from ledger.typed.resolver import LedgerResolver, record_ref
 from ledger.typed.storage import LedgerStore
-from ledger.typed.store import Diagnostic, Reconstruction, ShardStore
+from ledger.typed.store import ShardStore
 from ledger.typed.tools import ToolDefinition, tool_definitions
 from ledger.typed.transactions import normalize_appends, read_artifact, write_artifact
 

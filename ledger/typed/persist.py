@@ -55,10 +55,11 @@ from typing import Any
 
 from ledger.errors import LedgerError, PersistError
 from ledger.typed.config import LedgerConfig, LedgerDef
+from ledger.typed.jsontext import canonical_json, format_timestamp, new_record_id
 from ledger.typed.layout import LedgerChange, StoreError
 from ledger.typed.projection import DEFAULT_ROW_LIMIT, validate_replay_output
 from ledger.typed.reconstruct import Reconstruction
-from ledger.typed.records import Record, canonical_json, format_timestamp, new_record_id
+from ledger.typed.records import Record
 from ledger.typed.reducers.notes import NotesReducer
 from ledger.typed.reducers.simple import make_reducer
 from ledger.typed.shard_writer import new_shards

@@ -37,10 +37,11 @@ from typing import Any, Final
 from ledger.errors import LedgerError, ReplayError
 from ledger.fsync import fsync_path
 from ledger.typed.config import KEY_RE, LedgerConfig, LedgerDef
-from ledger.typed.jsontext import well_formed
+from ledger.typed.jsontext import canonical_json, well_formed
 from ledger.typed.reconstruct import Diagnostic, Reconstruction
-from ledger.typed.records import MAX_SAFE_INTEGER, canonical_json
-from ledger.typed.reducers.simple import ReplayResult, TableSpec, replay
+from ledger.typed.records import MAX_SAFE_INTEGER
+from ledger.typed.reducers.base import TableSpec
+from ledger.typed.reducers.simple import ReplayResult, replay
 from ledger.typed.storage import LedgerStore
 
 __all__ = [

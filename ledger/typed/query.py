@@ -41,7 +41,8 @@ from typing import Any
 
 from ledger.errors import ConfigError, QueryError
 from ledger.typed.config import LedgerConfig, LedgerDef
-from ledger.typed.records import Record, canonical_json
+from ledger.typed.jsontext import canonical_json
+from ledger.typed.records import Record
 from ledger.typed.storage import LedgerStore
 
 __all__ = [

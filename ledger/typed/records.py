@@ -33,10 +33,7 @@ from ledger.typed.jsontext import (
     MAX_SAFE_INTEGER,
     canonical_json,
     check_timestamp,
-    final_id,
-    format_timestamp,
     is_record_id,
-    new_record_id,
     record_sha,
     sha256_hexdigest,
 )
@@ -46,13 +43,6 @@ __all__ = [
     "RECORD_KEYS",
     "InvalidRecordLine",
     "Record",
-    "canonical_json",
-    "final_id",
-    "format_timestamp",
-    "is_record_id",
-    "new_record_id",
-    "record_sha",
-    "sha256_hexdigest",
 ]
 
 MAX_PARENTS: Final = 64

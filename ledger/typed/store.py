@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from ledger.errors import LedgerError, RecordError
 from ledger.typed import filetxn
 from ledger.typed.config import LedgerConfig, check_ledger_name
+from ledger.typed.jsontext import format_timestamp, new_record_id
 from ledger.typed.layout import (
     SHARDS_DIR,
     STATE_PATH,
@@ -47,23 +48,17 @@ from ledger.typed.layout import (
 )
 from ledger.typed.reconstruct import (
     MAX_SHARDS,
-    Diagnostic,
     Reconstruction,
-    ShardFile,
     reconstruct,
 )
-from ledger.typed.records import MAX_PARENTS, Record, format_timestamp, new_record_id, parse_line
+from ledger.typed.records import MAX_PARENTS, Record, parse_line
 from ledger.typed.shard_writer import new_shards
 from ledger.typed.storage import Plan
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES",
     "MAX_SHARDS",
-    "Diagnostic",
-    "Reconstruction",
-    "ShardFile",
     "ShardStore",
-    "StoreError",
     "build_records",
     "payload_list",
     "writable_heads",

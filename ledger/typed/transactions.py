@@ -33,9 +33,8 @@ from typing import Any
 
 from ledger.errors import PersistError, RecordError
 from ledger.typed.config import LedgerConfig, LedgerDef
-from ledger.typed.jsontext import js_length
+from ledger.typed.jsontext import final_id, js_length
 from ledger.typed.limits import RESERVED_FIELDS, check_shape, stringify_bytes
-from ledger.typed.records import final_id
 from ledger.typed.reducers.simple import validate_operation
 from ledger.typed.refschema import reference_error
 from ledger.typed.schema import compile_schema, first_error

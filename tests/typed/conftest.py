@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ledger.typed.records import Record, final_id
+from ledger.typed.jsontext import final_id
+from ledger.typed.records import Record
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "ghaw"
 TS = "2026-01-01T00:00:00.000Z"

@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from ledger.typed.compaction.apply import apply_compaction, plan_compaction, read_plan
-from ledger.typed.compaction.plan import RejectedPlanError, plan_id, validate_plan
+from ledger.typed.compaction.apply import apply_compaction, plan_compaction
+from ledger.typed.compaction.plan import RejectedPlanError, plan_id, read_plan, validate_plan
 from ledger.typed.compaction.segments import COMPACTION_METADATA, build_segment, file_digest
 from ledger.typed.config import LedgerConfig, parse_config
+from ledger.typed.jsontext import final_id
 from ledger.typed.persist import persist
 from ledger.typed.projection import build_projection
 from ledger.typed.query import query_sql
-from ledger.typed.records import Record, final_id
+from ledger.typed.records import Record
 from ledger.typed.reducers.simple import replay
 from ledger.typed.store import ShardStore
 from ledger.typed.transactions import normalize_appends

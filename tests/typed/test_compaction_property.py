@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from ledger.typed.compaction.apply import apply_compaction, plan_compaction
 from ledger.typed.config import parse_config
-from ledger.typed.records import Record, new_record_id
+from ledger.typed.jsontext import new_record_id
+from ledger.typed.records import Record
 from ledger.typed.reducers.simple import replay
 from ledger.typed.store import ShardStore
 

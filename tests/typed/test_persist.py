@@ -13,8 +13,9 @@ import pytest
 
 from ledger.errors import PersistError
 from ledger.typed.config import LedgerConfig, parse_config
+from ledger.typed.jsontext import final_id
 from ledger.typed.persist import InvalidVoteError, persist
-from ledger.typed.records import Record, final_id
+from ledger.typed.records import Record
 from ledger.typed.store import ShardStore
 from ledger.typed.transactions import normalize_appends
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from ledger.errors import LedgerError, PersistError
 from ledger.typed.config import parse_config
+from ledger.typed.jsontext import final_id
 from ledger.typed.persist import persist
-from ledger.typed.records import final_id
 from ledger.typed.store import ShardStore
 from ledger.typed.transactions import normalize_appends
 

@@ -22,7 +22,7 @@ from ledger.typed import (
     parse_config,
     replay,
 )
-from ledger.typed.records import final_id
+from ledger.typed.jsontext import final_id
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KEYS = st.sampled_from(["a", "b", "c", "é", "10"])

@@ -10,7 +10,8 @@ import pytest
 
 from ledger.errors import CanonicalizationError, RecordError
 from ledger.typed import Record, canonical_json, final_id, record_sha
-from ledger.typed.records import InvalidRecordLine, format_timestamp
+from ledger.typed.jsontext import format_timestamp
+from ledger.typed.records import InvalidRecordLine
 
 Vectors = Callable[[str], list[dict[str, Any]]]
 R1_ID = "ldg-12345678-1234-4123-8123-123456789abc"

@@ -9,7 +9,8 @@ import pytest
 
 from ledger.errors import RecordError, ReplayError
 from ledger.typed import LedgerDef, Record, replay
-from ledger.typed.reducers.simple import OperationError, make_reducer, validate_operation
+from ledger.typed.reducers.base import OperationError
+from ledger.typed.reducers.simple import make_reducer, validate_operation
 
 Chain = Callable[..., list[Record]]
 MAX = 2**53 - 1

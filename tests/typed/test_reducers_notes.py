@@ -9,8 +9,9 @@ import pytest
 
 from ledger.errors import ReplayError
 from ledger.typed import LedgerDef, Record, final_id, replay
+from ledger.typed.reducers.base import OperationError
 from ledger.typed.reducers.notes import NotesReducer
-from ledger.typed.reducers.simple import OperationError, validate_operation
+from ledger.typed.reducers.simple import validate_operation
 
 Chain = Callable[..., list[Record]]
 NOTES = LedgerDef(name="knowledge", type="notes")

@@ -7,8 +7,8 @@ from pathlib import Path
 from ledger.drift import RefState, Resolver, verify_refs
 from ledger.model import Ref, RefSource
 from ledger.typed.config import parse_config
+from ledger.typed.jsontext import final_id
 from ledger.typed.persist import persist
-from ledger.typed.records import final_id
 from ledger.typed.resolver import LedgerResolver, record_ref
 from ledger.typed.store import ShardStore
 from ledger.typed.transactions import normalize_appends

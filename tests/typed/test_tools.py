@@ -10,7 +10,7 @@ import pytest
 
 from ledger.typed.config import LedgerConfig, parse_config
 from ledger.typed.intents import IntentQueue
-from ledger.typed.records import final_id
+from ledger.typed.jsontext import final_id
 from ledger.typed.tools import mcp_tools, openai_tools, tool_definitions
 
 CITATION = {"type": "repository", "path": "README.md"}

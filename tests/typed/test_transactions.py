@@ -12,7 +12,7 @@ import pytest
 
 from ledger.errors import PersistError, RecordError
 from ledger.typed.config import parse_config
-from ledger.typed.records import final_id
+from ledger.typed.jsontext import final_id
 from ledger.typed.transactions import (
     normalize_appends,
     read_artifact,

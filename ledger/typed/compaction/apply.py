@@ -39,7 +39,6 @@ from ledger.typed.compaction.plan import (
     PLAN_VERSION,
     RejectedPlanError,
     plan_id,
-    read_plan,
     validate_plan,
 )
 from ledger.typed.compaction.segments import (
@@ -50,19 +49,17 @@ from ledger.typed.compaction.segments import (
     load_segments,
 )
 from ledger.typed.config import LedgerConfig, LedgerDef
+from ledger.typed.jsontext import canonical_json, format_timestamp, sha256_hexdigest
 from ledger.typed.layout import LedgerChange
 from ledger.typed.order import replay_order
-from ledger.typed.records import Record, canonical_json, format_timestamp, sha256_hexdigest
+from ledger.typed.records import Record
 from ledger.typed.reducers.simple import replay
 from ledger.typed.storage import LedgerStore
 
 __all__ = [
     "CompactionOutcome",
-    "RejectedPlanError",
     "apply_compaction",
     "plan_compaction",
-    "read_plan",
-    "validate_plan",
 ]
 
 log = logging.getLogger(__name__)

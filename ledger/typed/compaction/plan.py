@@ -20,7 +20,7 @@ from typing import Any
 from ledger.errors import TypedLedgerError
 from ledger.typed.compaction.segments import SEGMENT_RE
 from ledger.typed.config import LedgerConfig, LedgerDef
-from ledger.typed.records import canonical_json, sha256_hexdigest
+from ledger.typed.jsontext import canonical_json, sha256_hexdigest
 from ledger.typed.strictjson import loads_strict
 
 __all__ = ["PLAN_VERSION", "RejectedPlanError", "plan_id", "read_plan", "validate_plan"]

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.typed.records import Record, canonical_json, parse_line, sha256_hexdigest
+from ledger.typed.jsontext import canonical_json, sha256_hexdigest
+from ledger.typed.records import Record, parse_line
 from ledger.typed.storage import LedgerStore
 
 __all__ = ["COMPACTION_METADATA", "Segment", "build_segment", "load_segments", "segment_id"]

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ledger.errors import CanonicalizationError, RecordError, ReplayError
-from ledger.typed.jsontext import utf8_len
-from ledger.typed.records import MAX_SAFE_INTEGER, Record, canonical_json
+from ledger.typed.jsontext import canonical_json, utf8_len
+from ledger.typed.records import MAX_SAFE_INTEGER, Record
 from ledger.typed.refschema import reference_error
 from ledger.typed.schema import compile_schema, first_error
 

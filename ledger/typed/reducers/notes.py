@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ledger.typed.jsontext import utf8_len
-from ledger.typed.records import Record, canonical_json
+from ledger.typed.jsontext import canonical_json, utf8_len
+from ledger.typed.records import Record
 from ledger.typed.reducers.base import OperationError, Reducer, TableSpec, safe_integer
 
 __all__ = ["NotesReducer", "check_citation"]

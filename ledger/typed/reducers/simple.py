@@ -40,11 +40,8 @@ from ledger.typed.reducers.notes import NotesReducer
 from ledger.typed.refschema import reference_error
 
 __all__ = [
-    "OperationError",
     "Rejection",
     "ReplayResult",
-    "TableSpec",
-    "check_operation",
     "make_reducer",
     "replay",
     "validate_operation",
