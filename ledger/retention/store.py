@@ -629,7 +629,7 @@ class Retention:
                 reason=str(r.reason),
                 selection=json.loads(r.selection),
                 fields=tuple(json.loads(r.fields)),
-                events=int(r.events),
+                events=int(r.rows_erased),
                 digest=str(r.digest),
                 policy_version=int(r.policy_version),
             )
@@ -726,7 +726,7 @@ class Retention:
                     reason=why,
                     selection=json.dumps(selection.to_dict()),
                     fields=json.dumps(list(wanted)),
-                    events=erased,
+                    rows_erased=erased,
                     digest=digest,
                     policy_version=state.version,
                 )

@@ -66,7 +66,7 @@ class RetentionTables:
             sa.Column("reason", sa.Text(), nullable=False),
             sa.Column("selection", sa.Text(), nullable=False),
             sa.Column("fields", sa.Text(), nullable=False),
-            sa.Column("events", sa.BigInteger(), nullable=False),
+            sa.Column("rows_erased", sa.BigInteger(), nullable=False),
             sa.Column("digest", sa.String(64), nullable=False),
             sa.Column("policy_version", sa.Integer(), nullable=False),
             sa.Index("ix_erasures_at", "at_us"),
