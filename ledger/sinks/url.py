@@ -18,7 +18,8 @@ The forms (schemes are case-insensitive, RFC 3986):
   fsync per line.
 * ``discard:`` (a sink that keeps nothing).
 * A bare file path (``ledger.db``, ``/var/lib/agent/ledger.db``, ``./runs.jsonl``): a
-  SQLite file, or a JSONL file when its name ends in ``.jsonl``.
+  SQLite file, or a JSONL file when its name ends in ``.jsonl``; a bare word with no
+  folder and no such suffix is refused (a typo must not become a new database).
 
 >>> parse_url("runs/today.jsonl").scheme, parse_url("ledger.db").url
 ('jsonl', 'sqlite:///ledger.db')
@@ -108,14 +109,20 @@ def parse_url(url: object) -> LedgerURL:
     return _file(url, scheme, rest)
 
 
+_FILE_SUFFIXES = (".db", ".sqlite", ".sqlite3", ".jsonl")
+
+
 def _is_path(text: str) -> bool:
-    """A bare file path rather than a URL: no scheme before a ``:``."""
+    """A bare file path rather than a URL: it has a folder part (``/``, ``./``, ``~``) or
+    the name of a ledger file (``.db``, ``.sqlite``, ``.sqlite3``, ``.jsonl``), and no
+    scheme before a ``:``. A bare word (``nonsense``) is neither, so a typo is refused
+    rather than made a new database."""
     if not text.strip():
         return False
-    if text.startswith(("/", "./", "../", "~")):
-        return True
     head, colon, _ = text.partition(":")
-    return not colon or "/" in head or ("." in head and head.lower() not in _ALIASES)
+    if colon and "/" not in head and "." not in head:
+        return False  # a scheme, known or not
+    return "/" in text or text.startswith("~") or text.lower().endswith(_FILE_SUFFIXES)
 
 
 def _file(url: str, scheme: Scheme, rest: str) -> LedgerURL:

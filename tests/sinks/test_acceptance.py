@@ -27,7 +27,7 @@ from ledger import (
     RefSource,
     Verdict,
 )
-from ledger.errors import SinkClosed, StorageError
+from ledger.errors import RunNotFound, SinkClosed, StorageError
 from ledger.sinks import (
     DiscardSink,
     DurableSink,
@@ -245,7 +245,8 @@ def test_chain_reassembles_the_run(store: Store) -> None:
     assert chain.request == history[0]
     assert [a.intent.call_id for a in chain.actions] == ["c1", "c2"]
     assert chain.actions[0].result == history[2]
-    assert sink.chain("unknown").actions == ()
+    with pytest.raises(RunNotFound):
+        sink.chain("unknown")
 
 
 def test_closed_sink_refuses_everything(store: Store) -> None:

@@ -22,6 +22,7 @@ from ledger.errors import (
     DuplicateEvent,
     EventNotFound,
     NotSelfExplaining,
+    RunNotFound,
     SchemaVersionError,
     SinkClosed,
     ValidationError,
@@ -213,7 +214,8 @@ def test_chain_follows_commit_order_not_producer_time(store: Store, run_id: str)
         sink.record(ev)
     chain = sink.chain(run_id)
     assert [e.event_id for e in chain.events] == [later.event_id, act.event_id, res.event_id]
-    assert sink.chain("no-such-run").actions == ()
+    with pytest.raises(RunNotFound):
+        sink.chain("no-such-run")
 
 
 def test_events_filters_and_pages(
