@@ -27,7 +27,7 @@ from ledger.report.aggregate import in_database
 from ledger.sinks import PostgresSink, SQLiteSink
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from scale import fleet  # the benchmark's generator of gate-shaped ledgers
+from scale import fleet  # type: ignore[import-not-found]  # the benchmark's generator
 
 T0 = datetime(2026, 2, 1, 8, tzinfo=UTC)
 

@@ -591,7 +591,7 @@ def test_projection_schema_matches_section_6_for_every_type(tmp_path: Path) -> N
         schema = dict(rows(path, "SELECT name, type FROM sqlite_schema"))
         for table, columns in GENERIC.items():
             assert schema[table] == "table" and table_info(path, table) == columns, table
-        for index, (table, columns) in INDEXES.items():
+        for index, (table, columns) in INDEXES.items():  # type: ignore[assignment]
             assert schema[index] == "index"
             assert rows(path, f"SELECT tbl_name FROM sqlite_schema WHERE name = '{index}'") == [
                 (table,)
@@ -602,7 +602,7 @@ def test_projection_schema_matches_section_6_for_every_type(tmp_path: Path) -> N
             assert "replay_metadata" not in schema and "state" not in schema
             continue
         assert table_info(path, "replay_metadata") == METADATA
-        for table, columns in expected.items():
+        for table, columns in expected.items():  # type: ignore[assignment]
             assert schema[table] == "table" and table_info(path, table) == columns, table
             assert rows(path, f'SELECT count(*) FROM "{table}"') == [(0,)]
         meta = rows(path, "SELECT ledger_name, record_count, table_name FROM replay_metadata")

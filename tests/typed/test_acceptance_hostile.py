@@ -382,7 +382,8 @@ def test_persist_refuses_a_bad_clock(tmp_path: Path) -> None:
     artifact = normalize_appends(
         CONFIG, [{"ledger": "m", "operation": "put", "key": "k", "value": 1}], "t:1"
     )
-    for now in ([], 5, "yesterday", dt.datetime(2026, 1, 1)):
+    nows: list[object] = [[], 5, "yesterday", dt.datetime(2026, 1, 1)]
+    for now in nows:
         with pytest.raises(PersistError):
             persist(CONFIG, ShardStore(tmp_path), artifact, now=now)  # type: ignore[arg-type]
     assert not (tmp_path / "ledgers").exists()

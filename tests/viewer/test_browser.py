@@ -13,6 +13,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,7 +75,7 @@ def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
         pos += 12 + length
     raw = zlib.decompress(idat)
     stride = 1 + width * channels
-    pixels = set()
+    pixels: set[bytes] = set()
     for row in range(0, height, max(1, height // 60)):
         line = raw[row * stride + 1 : (row + 1) * stride]  # filtered bytes: enough to tell blank
         pixels.update(line[i : i + channels] for i in range(0, len(line), channels * 7))
@@ -138,10 +139,9 @@ def _follow(driver: object, element: object) -> None:
 
     old = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
     element.click()  # type: ignore[attr-defined]
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))  # type: ignore[arg-type]
-    WebDriverWait(driver, 30).until(
-        lambda d: d.execute_script("return document.readyState") == "complete"
-    )
+    wait: Any = WebDriverWait(driver, 30)  # type: ignore[type-var]
+    wait.until(expected_conditions.staleness_of(old))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
     errors = driver.find_elements(By.ID, "error")  # type: ignore[attr-defined]
     assert not errors, f"the page is an error page: {errors[0].text}"
 

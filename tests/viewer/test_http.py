@@ -198,7 +198,7 @@ def test_principal_filter_reads_structured_identity(tmp_path: Path) -> None:
     elif "actor" in accepts:
         from ledger.model.values import Actor  # type: ignore[attr-defined]
 
-        who = {"actor": Actor(principal="alice@example.com")}
+        who = {"actor": Actor(principal="alice@example.com")}  # type: ignore[dict-item]
     else:
         pytest.skip("this Event has no structured principal yet")
     url = sqlite_url(tmp_path / "who.db")
