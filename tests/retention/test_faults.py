@@ -62,7 +62,8 @@ def _state(path: Path) -> tuple[int, int, int]:
             sa.text("SELECT count(*) FROM events WHERE event_json LIKE '%\"erased\":{%'")
         ).scalar_one()
         records = conn.execute(
-            sa.text("SELECT count(*) FROM events WHERE tool = :t"), {"t": ERASE_TOOL}
+            sa.text("SELECT count(*) FROM events WHERE tool = :t AND kind = 'action'"),
+            {"t": ERASE_TOOL},
         ).scalar_one()
         index = conn.execute(sa.text("SELECT count(*) FROM erasures")).scalar_one()
     engine.dispose()
