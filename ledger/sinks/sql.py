@@ -57,8 +57,8 @@ from ledger.sinks.rows import (
     COLUMNS,
     FILTER_COLUMNS,
     READ_COLUMNS,
-    content_hash,
-    event_row,
+    content_hash,  # noqa: F401 - still importable from here, as before
+    event_row,  # noqa: F401 - still importable from here, as before
     from_micros,
     parse_row,
     to_micros,
@@ -69,12 +69,7 @@ __all__ = [
     "PAGE_SIZE",
     "READ_COLUMNS",
     "SQLReader",
-    "content_hash",
-    "event_row",
     "events_table",
-    "from_micros",
-    "parse_row",
-    "to_micros",
 ]
 
 log = logging.getLogger(__name__)

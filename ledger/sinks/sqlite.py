@@ -55,6 +55,7 @@ from ledger.integrity.merkle import Frontier, Node
 from ledger.model.event import Event
 from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
+from ledger.sinks.rows import COLUMNS, event_row
 from ledger.sinks.schema import (
     check_sqlite_file,
     current_revision,
@@ -63,7 +64,7 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
-from ledger.sinks.sql import COLUMNS, SQLReader, event_row, events_table
+from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
     TreeAppender,

@@ -14,6 +14,8 @@ event JSON bytes exactly as stored.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from ulid import ULID
@@ -89,7 +91,7 @@ def _backfill(conn: sa.Connection, schema: str | None) -> None:
     sqlite = conn.dialect.name == "sqlite"
     text = sa.cast(events.c.event_json, sa.LargeBinary) if sqlite else events.c.event_json
     frontier = Frontier()
-    cursor = None
+    cursor: int | None = None
     while True:
         query = sa.select(events.c.seq, text).order_by(events.c.seq).limit(_PAGE)
         if cursor is not None:
@@ -97,8 +99,8 @@ def _backfill(conn: sa.Connection, schema: str | None) -> None:
         rows = conn.execute(query).all()
         if not rows:
             break
-        numbered = []
-        created = []
+        numbered: list[dict[str, Any]] = []
+        created: list[dict[str, Any]] = []
         for seq, raw in rows:
             data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
             numbered.append({"s": seq, "i": frontier.size})
@@ -113,7 +115,7 @@ def _backfill(conn: sa.Connection, schema: str | None) -> None:
             numbered,
         )
         conn.execute(nodes.insert(), created)
-        cursor = rows[-1][0]
+        cursor = int(rows[-1][0])
     conn.execute(
         head.insert(),
         {
