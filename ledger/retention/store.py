@@ -830,6 +830,15 @@ class Retention:
         name = self._trees.nodes.name
         table = f'"{self._schema}".{name}' if self._schema else name
         found: dict[tuple[int, int], bytes] = {}
+        low, high = min(indexes, default=0), max(indexes, default=-1)
+        if indexes and high - low < 2 * len(indexes):  # a run's rows: mostly one stretch
+            mark = "?" if conn.dialect.name == "sqlite" else "%s"
+            wanted = set(indexes)
+            rows = conn.exec_driver_sql(
+                f"SELECT idx, hash FROM {table} WHERE level = 0 AND idx BETWEEN {mark} AND {mark}",
+                (low, high),
+            )
+            return {(0, int(i)): bytes(h) for i, h in rows if int(i) in wanted}
         for start in range(0, len(indexes), 500):
             part = indexes[start : start + 500]
             if conn.dialect.name == "postgresql":
