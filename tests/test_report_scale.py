@@ -79,6 +79,12 @@ class Streamed:
     def close(self) -> None:
         pass
 
+    def __enter__(self) -> Streamed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
 
 def _both(reader: Any, since: datetime | None, until: datetime | None) -> tuple[Any, Any]:
     assert in_database(reader) and not in_database(Streamed(reader))
