@@ -398,7 +398,7 @@ def _read_notes(files: Sequence[Path]) -> list[str]:
     return notes
 
 
-_MARK = {"error": "[bold red]✗[/]", "warning": "[yellow]![/]"}
+_MARK = {"error": "[bold red]✗[/]", "warning": "[yellow]![/]", "info": "[cyan]i[/]"}
 
 
 def _show(result: VerifyResult) -> None:

@@ -29,6 +29,10 @@ finds, each a :class:`Finding` naming the row where it can:
 ``bad-checkpoint`` a malformed checkpoint, a failed signature, another log's origin
 ``head``        the stored tree head does not match the rows (tree tables changed)
 ``uncovered``   (warning) rows after the last checkpoint; ``no-checkpoint`` (warning)
+``erased``      (info) rows an erasure replaced by tombstones, accounted for by its
+                record in the log: *erased (hash kept)*, not tampering (the rule:
+                :mod:`ledger.integrity.erased`; a tombstone it does not account for is
+                ``changed``)
 ==============  =======================================================================
 
 ``result.ok`` is True when no finding is an error (warnings do not fail it).
@@ -48,6 +52,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from ledger.errors import IntegrityError, StorageError
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.checkpoint import Checkpoint, TreeHead, parse_checkpoint_body
+from ledger.integrity.erased import ErasedRows
 from ledger.integrity.merkle import (
     EMPTY_ROOT,
     Frontier,
@@ -89,9 +94,11 @@ class FindingKind(StrEnum):
     UNCOVERED = "uncovered"
     NO_CHECKPOINT = "no-checkpoint"
     UNREADABLE = "unreadable"
+    ERASED = "erased"
 
 
 _WARNINGS = frozenset({FindingKind.UNCOVERED, FindingKind.NO_CHECKPOINT})
+_INFO = frozenset({FindingKind.ERASED})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +115,8 @@ class Finding:
     @property
     def severity(self) -> str:
         """``"warning"`` for rows not yet covered, ``"error"`` for everything else."""
+        if self.kind in _INFO:
+            return "info"  # erased rows, hash kept: not a failure
         return "warning" if self.kind in _WARNINGS else "error"
 
     def to_dict(self) -> dict[str, Any]:
@@ -432,7 +441,11 @@ def verify_ledger(
     if stored is not None:
         want_roots.add(stored[1].size)
 
-    scan = _scan(source, want_roots, wanted, findings, progress)
+    erased = ErasedRows()
+    scan = _scan(source, want_roots, wanted, findings, progress, erased)
+    if erased.records:
+        _erased_findings(source, erased, findings)
+        scan.row_findings = scan.row_findings or any(f.severity == "error" for f in findings)
     n = scan.frontier.size
     root = scan.frontier.root()
     verified: list[int] = []
@@ -564,6 +577,7 @@ def _scan(
     wanted: set[tuple[int, int]],
     findings: list[Finding],
     progress: Callable[[int], None] | None,
+    erased: ErasedRows | None = None,
 ) -> _Scan:
     """The one pass over the rows, a batch at a time: when a batch's leaf indexes are
     the expected run (the common case) its leaves are hashed in one comprehension and
@@ -574,6 +588,17 @@ def _scan(
         scan.roots[0] = EMPTY_ROOT
     stops = sorted(s for s in want_roots if s > 0)
     sha256 = hashlib.sha256
+    erased = erased if erased is not None else ErasedRows()
+    records, mark = erased.records, b'"erased":{'
+
+    def leaf_of(r: Sequence[Any]) -> bytes:
+        """A row's leaf: a tombstone's kept hash (tallied by ``erased``), else computed."""
+        data = r[3]
+        if records and r[1] in records:
+            erased.see(r[1], data)
+        kept = erased.leaf(r[2], data, r[1]) if mark in data else None
+        return kept if kept is not None else sha256(b"\x00" + data).digest()
+
     named = 0
     rows = 0
     expected = 0  # the leaf index the next row should have
@@ -603,7 +628,12 @@ def _scan(
             and batch[-1][2] == expected + len(batch) - 1
             and all(r[2] == expected + i for i, r in enumerate(batch))
         ):
-            feed([sha256(b"\x00" + r[3]).digest() for r in batch])
+            feed(
+                [
+                    leaf_of(r) if records or mark in r[3] else sha256(b"\x00" + r[3]).digest()
+                    for r in batch
+                ]
+            )
             expected += len(batch)
         else:
             hashes: list[bytes] = []
@@ -618,7 +648,7 @@ def _scan(
                         continue  # a row the ledger never committed is left out
                     scan.highest = max(scan.highest, expected)
                 expected = index + 1
-                hashes.append(sha256(b"\x00" + row[3]).digest())
+                hashes.append(leaf_of(row))
             feed(hashes)
         if progress is not None:
             progress(rows)
@@ -715,7 +745,7 @@ def _localize(source: LeafSource, findings: list[Finding]) -> None:
         if index is None:
             continue
         seen.add(index)
-        h = leaf_hash(row.data)
+        h = ErasedRows().leaf(index, row.data) or leaf_hash(row.data)
         committed = stored.get(index)
         if committed == h or named >= _MAX_NAMED:
             continue
@@ -758,5 +788,29 @@ def _localize(source: LeafSource, findings: list[Finding]) -> None:
                 kind=FindingKind.DELETED,
                 message=f"{len(missing)} committed leaf/leaves have no row (deleted): {shown}",
                 leaf_index=missing[0],
+            )
+        )
+
+
+def _erased_findings(source: LeafSource, erased: ErasedRows, findings: list[Finding]) -> None:
+    """The erased-row rule: each tombstone accounted for by its erasure record (else a
+    ``changed`` finding), and one ``erased`` (info) finding per record."""
+    for subject, message, index in erased.problems(source.stored_leaf_hashes()):
+        findings.append(
+            Finding(
+                kind=FindingKind.CHANGED,
+                message=message,
+                event_id=subject or None,
+                leaf_index=index if index >= 0 else None,
+            )
+        )
+    for record, rows, first in erased.summaries():
+        findings.append(
+            Finding(
+                kind=FindingKind.ERASED,
+                message=f"{rows} row(s) erased (hash kept) by erasure record {record}, "
+                f"from leaf {first}",
+                event_id=record,
+                leaf_index=first if first >= 0 else None,
             )
         )
