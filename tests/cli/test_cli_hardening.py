@@ -114,6 +114,7 @@ def test_read_commands_on_a_database_without_its_schema_stamp_change_nothing(
     path = Path(sqlite_ledger.url.removeprefix("sqlite:///"))
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE ledger_schema_version")
+
     def content() -> list[object]:
         with sqlite3.connect(path) as conn:
             tables = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name")
