@@ -61,7 +61,7 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One tool call as a policy sees it: ``ToolCall(tool, args, call_id, run_id, safe)``
-    (positional, as DESIGN.md writes it, or by keyword). ``args`` is a read-only view of the raw
+    (positionally, in the order above, or by keyword). ``args`` is a read-only view of the raw
     arguments; ``safe`` is true only for tools explicitly marked safe."""
 
     tool: str
