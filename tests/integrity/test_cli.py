@@ -17,8 +17,7 @@ from click.testing import CliRunner
 
 from ledger.cli.main import cli
 from ledger.sinks import JSONLSink, SQLiteSink
-
-from .factories import action
+from tests.sinks.factories import action
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,9 +26,9 @@ from ledger.integrity import (
 from ledger.integrity.verify import verify_ledger
 from ledger.model.event import Event
 from ledger.sinks import SQLiteSink
+from tests.sinks.factories import action
 
 from .conftest import Store, engine_url
-from .factories import action
 
 ROOT = Path(__file__).resolve().parents[2]
 SKEY, VKEY = generate_key("test.example/log")
@@ -216,7 +216,7 @@ def test_processes_on_one_postgres_never_share_an_index(pg_log: Store) -> None:
     script = (
         "import sys\n"
         "from ledger.sinks import PostgresSink\n"
-        "from tests.integrity.factories import action\n"
+        "from tests.sinks.factories import action\n"
         "sink = PostgresSink.open(sys.argv[1], schema=sys.argv[2])\n"
         "for i in range(150):\n"
         "    sink.commit_action(action(sys.argv[3], f'c{i}'))\n"

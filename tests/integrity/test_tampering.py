@@ -23,9 +23,9 @@ from ledger.integrity.merkle import Frontier, leaf_hash
 from ledger.integrity.verify import FindingKind, JSONLLeaves, verify_ledger
 from ledger.sinks import JSONLSink
 from ledger.sinks.rows import content_hash
+from tests.sinks.factories import action
 
 from .conftest import Store, drop_schema, make_pg_store, make_sqlite_store
-from .factories import action
 
 SKEY, VKEY = generate_key("test.example/log")
 SIGNER, VERIFIER = Signer.from_key(SKEY), Verifier.from_key(VKEY)
