@@ -18,8 +18,9 @@ start of a JSON text cut short), and a line still cut at the end of the file set
 Durability: each event is written as ``json + "\\n"`` with a single ``os.write`` on a file
 descriptor opened with ``O_APPEND`` (mode 0600 when the file is created), under an
 exclusive ``flock`` of the file, so lines from several threads or processes never
-interleave and a crash leaves at worst one truncated last line. With ``fsync=False`` (the default) a returned ``record`` means "handed to the
-operating system": it survives a crash of this process, not a power loss. With
+interleave and a crash leaves at worst one truncated last line. With ``fsync=False``
+(the default) a returned ``record`` means "handed to the operating system": it survives
+a crash of this process, not a power loss. With
 ``fsync=True`` each ``record`` also calls ``fsync`` before returning, so it survives a
 power loss too (on storage that honours fsync). Either way this is an observation log,
 not a ``DurableSink``: it has no ``commit_action`` and no index, so a gate will not trust
