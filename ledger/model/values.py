@@ -52,6 +52,8 @@ such a call is denied and recorded under a run of its own, which is not a run.""
 def outside_any_run(run_id: str) -> bool:
     """True for the run id of a call the gate recorded outside any run."""
     return run_id.startswith(OUTSIDE_RUN_PREFIX)
+
+
 INT64_MAX = 2**63 - 1
 
 
