@@ -43,7 +43,8 @@ from ledger.integrity.merkle import consistency_nodes, inclusion_nodes
 from ledger.integrity.verify import verify_ledger
 from ledger.model import Event, Kind, Ref
 from ledger.sinks import PostgresSink, SQLiteSink
-from ledger.sinks.sql import COLUMNS, event_row
+from ledger.sinks.rows import event_row
+from ledger.sinks.sql import COLUMNS
 
 FAILED: list[str] = []
 

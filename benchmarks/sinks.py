@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ledger.ids import new_event_id
 from ledger.model import Event, Kind, Ref, RefSource, Verdict
 from ledger.sinks import PostgresSink, SQLiteSink
-from ledger.sinks.sql import COLUMNS, event_row
+from ledger.sinks.rows import event_row
+from ledger.sinks.sql import COLUMNS
 
 INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 INSERT_LEAF = (

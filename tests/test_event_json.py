@@ -652,7 +652,7 @@ def test_hash_built_from_fields_equals_the_hash_of_the_parsed_json(ev: Event) ->
 
     from ledger.canonical import CanonicalizationError, sha256_of
     from ledger.model.codec import encode_event, event_canonical_hash
-    from ledger.sinks.sql import content_hash, event_row
+    from ledger.sinks.rows import content_hash, event_row
 
     text, event_id, time_text = encode_event(ev)
     assert text == ev.to_json()

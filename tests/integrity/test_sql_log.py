@@ -178,8 +178,9 @@ def test_an_existing_ledger_is_upgraded_in_place(log_store: Store) -> None:
     from alembic import command
     from alembic.config import Config
 
+    from ledger.sinks.rows import event_row
     from ledger.sinks.schema import MIGRATIONS_DIR
-    from ledger.sinks.sql import COLUMNS, event_row
+    from ledger.sinks.sql import COLUMNS
 
     url = f"sqlite:///{log_store.path}" if log_store.path else engine_url(log_store.dsn)
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)

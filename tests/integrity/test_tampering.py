@@ -115,7 +115,8 @@ def _tamper_sql(store: Store, how: str, covered: int, rng: random.Random) -> Non
         _rebuild_tree(store)
     elif how == "insert":
         extra = action("intruder", f"x{rng.randrange(1000)}")
-        from ledger.sinks.sql import COLUMNS, event_row
+        from ledger.sinks.rows import event_row
+        from ledger.sinks.sql import COLUMNS
 
         names = ", ".join(COLUMNS)
         marks = ", ".join(f":{c}" for c in COLUMNS)

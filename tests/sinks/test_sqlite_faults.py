@@ -17,7 +17,8 @@ import pytest
 from ledger import CorruptRecord, SchemaVersionError
 from ledger.integrity.verify import verify_ledger
 from ledger.sinks import SQLiteSink, open_sink
-from ledger.sinks.sql import COLUMNS, event_row
+from ledger.sinks.rows import event_row
+from ledger.sinks.sql import COLUMNS
 
 from .conftest import Store
 from .factories import action
