@@ -7,63 +7,28 @@ table prefix), as an attacker with write access to the database would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from ledger.ids import new_event_id
 from ledger.sinks import PostgresSink, SQLiteSink
-from ledger.sinks.url import parse_url
-
-SQLSink = SQLiteSink | PostgresSink
-
-
-def engine_url(dsn: str) -> str:
-    found = parse_url(dsn).dsn
-    assert found is not None
-    return found
+from tests.sinks.conftest import Store as SinkStore
+from tests.sinks.conftest import engine_url
 
 
 @dataclass
-class Store:
-    backend: str
-    opener: Callable[[], SQLSink]
-    url: str
-    opened: list[SQLSink] = field(default_factory=list)
-    path: Path | None = None
-    dsn: str = ""
-    schema: str = ""
+class Store(SinkStore):
+    """The sinks suite's store (``open``, ``sql``, ``prefix``), plus the ledger's URL."""
 
-    def open(self) -> SQLSink:
-        sink = self.opener()
-        self.opened.append(sink)
-        return sink
-
-    def close_all(self) -> None:
-        for sink in self.opened:
-            sink.close()
-
-    @property
-    def prefix(self) -> str:
-        return f'"{self.schema}".' if self.schema else ""
-
-    def sql(self, statement: str, **params: Any) -> list[Any]:
-        url = f"sqlite:///{self.path}" if self.path else engine_url(self.dsn)
-        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-        try:
-            with engine.begin() as conn:
-                result = conn.execute(sa.text(statement.format(p=self.prefix)), params)
-                return list(result.all()) if result.returns_rows else []
-        finally:
-            engine.dispose()
+    url: str = ""
 
 
 def make_sqlite_store(path: Path) -> Store:
-    return Store("sqlite", lambda: SQLiteSink(path), f"sqlite:///{path}", path=path)
+    return Store("sqlite", lambda: SQLiteSink(path), url=f"sqlite:///{path}", path=path)
 
 
 def make_pg_store(dsn: str) -> Store:
@@ -72,7 +37,7 @@ def make_pg_store(dsn: str) -> Store:
     return Store(
         "postgres",
         lambda: PostgresSink.open(dsn, schema=schema),
-        f"{dsn}{sep}ledger_schema={schema}",
+        url=f"{dsn}{sep}ledger_schema={schema}",
         dsn=dsn,
         schema=schema,
     )

@@ -26,9 +26,10 @@ from ledger.integrity import (
 from ledger.integrity.verify import verify_ledger
 from ledger.model.event import Event
 from ledger.sinks import SQLiteSink
+from tests.sinks.conftest import engine_url
 from tests.sinks.factories import action
 
-from .conftest import Store, engine_url
+from .conftest import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SKEY, VKEY = generate_key("test.example/log")
