@@ -77,11 +77,32 @@ def check(url: str, as_json: bool) -> None:
     "--skip-unreadable", is_flag=True,
     help="Leave out source records that do not read back (listed), instead of stopping.",
 )  # fmt: skip
+@click.option(
+    "--allow-damaged", is_flag=True,
+    help="Copy a source database that fails `ledger db check` (the copy would hide it).",
+)  # fmt: skip
 @json_option
-def copy(source: str, destination: str, skip_unreadable: bool, as_json: bool) -> None:
+def copy(
+    source: str, destination: str, skip_unreadable: bool, allow_damaged: bool, as_json: bool
+) -> None:
     """Copy every event of SOURCE into the empty ledger DESTINATION in commit order, then
-    read the copy back and check it holds the same events (SQLite, PostgreSQL, JSONL)."""
+    read the copy back and check it holds the same events (SQLite, PostgreSQL, JSONL).
+
+    A source database is checked first (as `ledger db check` does: content hashes and the
+    tamper-evident log): a damaged or tampered one is refused, because its copy would get
+    a fresh, valid log and hide what was done, unless --allow-damaged."""
+    from ledger.errors import StorageError
     from ledger.sinks import copy_ledger
+    from ledger.sinks.url import parse_url
+
+    if parse_url(source).scheme in ("sqlite", "postgresql") and not allow_damaged:
+        found = check_database(source)
+        if not found.ok:
+            raise StorageError(
+                f"the source {found.url} fails its checks (see `ledger db check`); a copy "
+                "would hide that behind a new log, so nothing was copied (--allow-damaged "
+                "copies it anyway)"
+            )
 
     with progress("copying events") as step:
         result = copy_ledger(source, destination, skip_unreadable=skip_unreadable, progress=step)

@@ -201,3 +201,22 @@ def test_report_has_nl_and_csv_forms(sqlite_ledger: Ledger) -> None:
 def test_run_cli_smoke(sqlite_ledger: Ledger, tmp_path: Path) -> None:
     done = run_cli("runs", "--db", sqlite_ledger.url, "--csv", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("run_id,")
+
+
+def test_db_copy_refuses_a_tampered_source_unless_told(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    path = sqlite_ledger.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:  # a forged reason, the content hash left stale
+        conn.execute(
+            "UPDATE events SET event_json = replace(event_json, 'sudo rm -rf /', 'ls') "
+            "WHERE kind = 'gate_decision'"
+        )
+    target = tmp_path / "copy.db"
+    refused = invoke("db", "copy", sqlite_ledger.url, sqlite_url(target))
+    assert refused.exit_code == 1 and "fails its checks" in refused.stderr
+    assert not target.exists()  # nothing copied, nothing created
+    forced = invoke("db", "copy", sqlite_ledger.url, sqlite_url(target), "--allow-damaged")
+    assert forced.exit_code == 0, forced.stderr
