@@ -87,6 +87,15 @@ def parse_url(url: object) -> LedgerURL:
     """Parse ``url``; ``ValidationError`` saying which forms work when it is unusable."""
     if not isinstance(url, str):
         raise ValidationError(f"ledger URL: expected a string, got {type(url).__name__}")
+    if "\x00" in url:
+        raise ValidationError("ledger URL: it holds a NUL character; no file or server has one")
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(
+            f"ledger URL {url[:80]!r}: not valid Unicode text (a lone surrogate: bytes that are "
+            "not UTF-8?)"
+        ) from None
     if _is_path(url):
         path = Path(url).expanduser()
         kind: Scheme = "jsonl" if path.suffix.lower() == ".jsonl" else "sqlite"

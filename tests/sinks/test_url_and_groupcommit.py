@@ -173,3 +173,11 @@ def test_upgrade_takes_the_schema_from_the_url_as_open_sink_does(pg_dsn: str) ->
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///a\x00b.db", "sqlite:///\ud800.db", "jsonl:///\ud800.jsonl"]
+)
+def test_urls_that_no_store_can_hold_are_validation_errors(url: str) -> None:
+    with pytest.raises(ValidationError):
+        open_sink(url)
