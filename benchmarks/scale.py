@@ -17,7 +17,7 @@ principals, fifteen agents, sixty tools; one run in the middle of the year has e
 1,000 events (the run ``chain()`` is timed on). The events are real: every row is made
 by ``ledger.sinks.rows.event_row`` from an :class:`~ledger.model.Event` (the sink's own
 JSON encoder and RFC 8785 content hash), numbered as leaves of the Merkle log with the
-sink's own :func:`~ledger.sinks.tree.append_leaves`, in a database created by the sink's
+sink's own :func:`~ledger.sinks.tree.number_rows`, in a database created by the sink's
 migrations. Only the commit path is skipped: rows go in with ``executemany`` (SQLite) or
 ``COPY`` (PostgreSQL, copied from the SQLite ledger of the same size, so both hold the
 same rows), the indexes built after the load.
@@ -82,7 +82,7 @@ from ledger.integrity.merkle import Frontier, leaf_hash
 from ledger.model.event import Event
 from ledger.model.values import Actor, Approval, Kind, Ref, RefSource, Verdict
 from ledger.sinks.rows import event_row
-from ledger.sinks.tree import append_leaves
+from ledger.sinks.tree import number_rows
 
 GENERATOR_VERSION = 1
 SEED = 20250101
@@ -338,27 +338,20 @@ def _build_sqlite(path: Path, size: int) -> None:
         conn.execute(f"DROP INDEX {name}")
     insert = (
         "INSERT INTO events (event_id, run_id, call_id, kind, tool, verdict, time_us, has_err,"
-        " event_json, content_hash, leaf_index) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        " event_json, content_hash, leaf_index, nodes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
     )
-    node_insert = "INSERT INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)"
     frontier = Frontier()
     batch: list[tuple[Any, ...]] = []
-    nodes: list[tuple[int, int, bytes]] = []
     conn.execute("BEGIN")
     for i, event in enumerate(fleet(size)):
-        row = event_row(event)
-        batch.append((*row, i))
-        append_leaves(frontier, (row[8].encode("utf-8"),), nodes)
+        batch.append(event_row(event))
         if len(batch) >= 20_000:
-            conn.executemany(insert, batch)
-            conn.executemany(node_insert, nodes)
+            conn.executemany(insert, number_rows(frontier, batch))
             batch.clear()
-            nodes.clear()
             if i % 500_000 < 20_000:
                 conn.execute("COMMIT")
                 conn.execute("BEGIN")
-    conn.executemany(insert, batch)
-    conn.executemany(node_insert, nodes)
+    conn.executemany(insert, number_rows(frontier, batch))
     conn.execute("UPDATE tree_head SET size = ?, root = ? WHERE id = 1",
                  (frontier.size, frontier.root()))  # fmt: skip
     conn.execute("COMMIT")
@@ -407,14 +400,11 @@ def postgres_ledger(dsn: str, size: int, source: Path, rebuild: bool = False) ->
         with conn.transaction():
             columns = (
                 "event_id, run_id, call_id, kind, tool, verdict, time_us, has_err, event_json,"
-                " content_hash, leaf_index"
+                " content_hash, leaf_index, nodes"
             )
             with conn.cursor().copy(f"COPY events ({columns}) FROM STDIN") as copy:
                 for row in lite.execute(f"SELECT {columns} FROM events ORDER BY seq"):
                     copy.write_row((*row[:7], bool(row[7]), *row[8:]))
-            with conn.cursor().copy("COPY tree_nodes (level, idx, hash) FROM STDIN") as copy:
-                for row in lite.execute("SELECT level, idx, hash FROM tree_nodes"):
-                    copy.write_row(row)
             size_, root = lite.execute("SELECT size, root FROM tree_head").fetchone()
             conn.execute("UPDATE tree_head SET size = %s, root = %s WHERE id = 1", (size_, root))
         lite.close()

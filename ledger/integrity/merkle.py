@@ -60,6 +60,7 @@ __all__ = [
     "inclusion_proof_size",
     "leaf_hash",
     "node_hash",
+    "node_owner",
     "root_from_nodes",
     "root_hash",
     "root_nodes",
@@ -502,6 +503,20 @@ def consistency_nodes(old: int, new: int) -> list[tuple[int, int]]:
     return list(recorder.wanted)
 
 
+def node_owner(level: int, index: int) -> int:
+    """The leaf whose append completes node ``(level, index)`` -- its last leaf,
+    ``(index + 1) * 2**level - 1``. Every complete aligned node has exactly one owner,
+    and the nodes leaf ``i`` owns are the levels ``0 .. t`` above it, ``t`` the trailing
+    one bits of ``i``: a store can keep a leaf's nodes with the leaf
+    (:meth:`Frontier.append_owned`), and find node ``(level, index)`` at byte
+    ``32 * level`` of its owner's.
+
+    >>> node_owner(0, 5), node_owner(1, 0), node_owner(3, 2)
+    (5, 1, 23)
+    """
+    return ((index + 1) << level) - 1
+
+
 class NodeHashes:
     """A :class:`SubtreeHashes` over a ``node(level, index)`` lookup of stored complete
     aligned subtrees -- how a database serves proofs from the nodes it stored once.
@@ -645,6 +660,30 @@ class Frontier:
         hashes.append(h)
         self._size += 1
         return created
+
+    def append_owned(self, leaf_hash: bytes) -> bytes:
+        """Add the next leaf (a hash made by :func:`leaf_hash`, not checked again);
+        return the hashes of the nodes it creates, lowest level first, concatenated:
+        what a store keeps with the leaf (see :func:`node_owner`).
+
+        >>> f = Frontier()
+        >>> f.append_owned(leaf_hash(b"a")) == leaf_hash(b"a")
+        True
+        >>> len(f.append_owned(leaf_hash(b"b")))          # the leaf and its parent
+        64
+        """
+        levels, hashes = self._levels, self._hashes
+        h, level = leaf_hash, 0
+        owned = [h]
+        while levels and levels[-1] == level:
+            levels.pop()
+            h = _sha256(_NODE + hashes.pop() + h).digest()
+            level += 1
+            owned.append(h)
+        levels.append(level)
+        hashes.append(h)
+        self._size += 1
+        return b"".join(owned)
 
     def root(self) -> bytes:
         """The root of the ``size`` leaves: the covering subtrees folded right to left."""

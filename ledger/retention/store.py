@@ -42,7 +42,7 @@ from ledger.canonical import canonical_bytes
 from ledger.errors import StorageError, ValidationError
 from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
-from ledger.integrity.merkle import Frontier, Node, leaf_hash, root_nodes
+from ledger.integrity.merkle import leaf_hash
 from ledger.integrity.note import NoteSigner, Verifier
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, erase_stored, tombstone_of
 from ledger.model.event import Event
@@ -63,8 +63,8 @@ from ledger.retention.rules import (
     require_reason,
 )
 from ledger.retention.tables import RetentionTables
-from ledger.sinks.rows import content_hash, event_row, from_micros, to_micros
-from ledger.sinks.tree import TreeTables, fetch_nodes
+from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
+from ledger.sinks.tree import TreeAppender, TreeTables, fetch_nodes, owned_nodes
 from ledger.timefmt import format_time, utc_now
 
 __all__ = [
@@ -296,7 +296,7 @@ class Retention:
 
     def _append(self, txn: _Txn, events: list[Event]) -> None:
         """Append ``events`` to the log inside ``txn``: rows numbered from the head's
-        size, the tree nodes they complete, the new head."""
+        size, each with the tree nodes it completes, then the new head."""
         conn = txn.conn
         h = self._trees.head
         head = conn.execute(sa.select(h.c.size, h.c.root).where(h.c.id == 1)).first()
@@ -305,45 +305,18 @@ class Retention:
                 "the ledger has no tree head (deleted outside the ledger); nothing was "
                 "changed. Run `ledger verify`"
             )
-        size, root = int(head[0]), bytes(head[1])
-        found = fetch_nodes(conn, self._trees, root_nodes(size)) if size else {}
-        frontier = Frontier.from_nodes(size, lambda level, idx: found[(level, idx)])
-        if frontier.root() != root:
-            raise StorageError(
-                "the stored tree head does not match its nodes; nothing was changed. Run "
-                "`ledger verify`"
-            )
+        frontier = TreeAppender().begin(
+            int(head[0]), bytes(head[1]), lambda keys: fetch_nodes(conn, self._trees, keys)
+        )
         if conn.dialect.name == "postgresql":  # commit order for tailing readers
             conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": self._sink._key})
-        rows = []
-        nodes: list[Node] = []
-        columns = (
-            "event_id", "run_id", "call_id", "kind", "tool", "verdict", "time_us",
-            "has_err", "event_json", "content_hash",
-        )  # fmt: skip
-        for e in events:
-            row = dict(zip(columns, event_row(e), strict=True))
-            row["leaf_index"] = frontier.size
-            nodes.extend(frontier.append(leaf_hash(row["event_json"].encode("utf-8"))))
-            rows.append(row)
+        start = frontier.size
+        rows = [dict(zip(COLUMNS, event_row(e), strict=True)) for e in events]
+        owned = owned_nodes(frontier, (row["event_json"].encode("utf-8") for row in rows))
+        for i, (row, nodes) in enumerate(zip(rows, owned, strict=True)):
+            row["leaf_index"], row["nodes"] = start + i, nodes
         conn.execute(self._events.insert(), rows)
-        n = self._trees.nodes
-        stmt: Any
-        if conn.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            stmt = pg_insert(n)
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            stmt = sqlite_insert(n)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[n.c.level, n.c.idx], set_={"hash": stmt.excluded.hash}
-        )
-        conn.execute(stmt, [{"level": lv, "idx": ix, "hash": hh} for lv, ix, hh in nodes])
         conn.execute(h.update().where(h.c.id == 1).values(size=frontier.size, root=frontier.root()))
-
-    # --- the policy -------------------------------------------------------------
 
     def policy(self) -> PolicyState | None:
         """The policy in force, or None when none was ever set."""
@@ -825,35 +798,9 @@ class Retention:
                 )
 
     def _leaf_nodes(self, conn: sa.Connection, indexes: list[int]) -> dict[tuple[int, int], bytes]:
-        """The stored level-0 nodes (leaf hashes) of ``indexes``, by primary key, in one
-        driver-level query per 500 (no SQL compilation per page)."""
-        name = self._trees.nodes.name
-        table = f'"{self._schema}".{name}' if self._schema else name
-        found: dict[tuple[int, int], bytes] = {}
-        low, high = min(indexes, default=0), max(indexes, default=-1)
-        if indexes and high - low < 2 * len(indexes):  # a run's rows: mostly one stretch
-            mark = "?" if conn.dialect.name == "sqlite" else "%s"
-            wanted = set(indexes)
-            rows = conn.exec_driver_sql(
-                f"SELECT idx, hash FROM {table} WHERE level = 0 AND idx BETWEEN {mark} AND {mark}",
-                (low, high),
-            )
-            return {(0, int(i)): bytes(h) for i, h in rows if int(i) in wanted}
-        for start in range(0, len(indexes), 500):
-            part = indexes[start : start + 500]
-            if conn.dialect.name == "postgresql":
-                rows = conn.exec_driver_sql(
-                    f"SELECT idx, hash FROM {table} WHERE level = 0 AND idx = ANY(%s)", (part,)
-                )
-            else:
-                marks = ", ".join("?" * len(part))
-                rows = conn.exec_driver_sql(
-                    f"SELECT idx, hash FROM {table} WHERE level = 0 AND idx IN ({marks})",
-                    tuple(part),
-                )
-            for idx, h in rows:
-                found[(0, int(idx))] = bytes(h)
-        return found
+        """The stored level-0 nodes (leaf hashes) of ``indexes``, keyed ``(0, index)``,
+        from the rows' ``nodes`` (one query per 400)."""
+        return fetch_nodes(conn, self._trees, [(0, i) for i in indexes])
 
     def _tombstones(
         self,

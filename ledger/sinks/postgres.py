@@ -63,7 +63,7 @@ from ledger.errors import (
     StorageError,
     ValidationError,
 )
-from ledger.integrity.merkle import Frontier, Node
+from ledger.integrity.merkle import Frontier
 from ledger.model.event import Event
 from ledger.sinks.base import KeyLimits
 from ledger.sinks.groupcommit import GroupCommitter
@@ -79,10 +79,12 @@ from ledger.sinks.schema import (
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
+    NODES_COLUMN,
     TreeAppender,
     TreeReading,
     TreeTables,
-    append_leaves,
+    fetch_nodes,
+    number_rows,
 )
 from ledger.sinks.url import parse_url
 from ledger.sinks.writing import Row, Writing
@@ -249,9 +251,9 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         conn = self._callers_conn()
         try:
             with conn.begin_nested():
-                frontier = self._tree_begin(conn)
-                self._insert(conn, rows, frontier.size)
-                root = self._tree_finish(conn, frontier, rows)
+                after = self._tree_begin(conn).copy()
+                self._insert(conn, number_rows(after, rows))
+                root = self._tree_finish(conn, after)
         except sa.exc.DBAPIError as exc:
             self._appender.forget()
             if exc.connection_invalidated:
@@ -265,7 +267,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             raise
         # The caller may still roll back: the cache is keyed by the head it extends, so
         # a head that went back is another head, and the range is rebuilt from nodes.
-        self._appender.committed(frontier, root)
+        self._appender.committed(after, root)
 
     def _callers_revision(self) -> str | None:
         """The schema revision read on the caller's connection, leaving it as it was."""
@@ -305,22 +307,21 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             )
         return conn
 
-    def _insert(self, conn: sa.Connection, rows: list[Row], start: int) -> None:
-        """Insert ``rows`` numbered from leaf ``start`` after taking the writers' shared
+    def _insert(self, conn: sa.Connection, numbered: list[Row]) -> None:
+        """Insert rows numbered by :func:`_numbered` after taking the writers' shared
         lock, in one statement per row: the MATERIALIZED CTE runs (and locks) before
         ``seq`` is drawn. The row tuples go to the driver as they are (positional
         parameters, no dict per row), inside the connection's transaction."""
         key = self._key
-        if len(rows) == 1:
-            conn.exec_driver_sql(self._insert_sql, (key, *rows[0], start))
+        if len(numbered) == 1:
+            conn.exec_driver_sql(self._insert_sql, (key, *numbered[0]))
         else:
-            conn.exec_driver_sql(
-                self._insert_sql, [(key, *row, start + i) for i, row in enumerate(rows)]
-            )
+            conn.exec_driver_sql(self._insert_sql, [(key, *row) for row in numbered])
 
     def _tree_begin(self, conn: sa.Connection) -> Frontier:
         """Lock the head row (``FOR UPDATE``: writers of every process and host take
-        leaf indexes one transaction at a time) and return its compact range."""
+        leaf indexes one transaction at a time) and return its compact range (the
+        appender's cached one; the caller extends a copy)."""
         head = conn.exec_driver_sql(self._tree_sql.lock_head).first()
         if head is None:
             raise IntegrityError(
@@ -329,28 +330,15 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             )
 
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-            levels, idxs = [k[0] for k in keys], [k[1] for k in keys]
-            found = conn.exec_driver_sql(self._tree_sql.fetch_nodes, (levels, idxs))
-            return {(int(lv), int(ix)): bytes(h) for lv, ix, h in found}
+            return fetch_nodes(conn, self._trees, keys)
 
         return self._appender.begin(int(head[0]), bytes(head[1]), fetch)
 
-    def _tree_finish(self, conn: sa.Connection, frontier: Frontier, rows: list[Row]) -> bytes:
-        """Append the leaves of ``rows`` (inserted just before) and write the nodes they
-        complete and the new head in one statement; return the new root."""
-        nodes: list[Node] = []
-        append_leaves(frontier, (row[_JSON].encode("utf-8") for row in rows), nodes)
-        root = frontier.root()
-        conn.exec_driver_sql(
-            self._tree_sql.write,
-            (
-                [n[0] for n in nodes],
-                [n[1] for n in nodes],
-                [n[2] for n in nodes],
-                frontier.size,
-                root,
-            ),
-        )
+    def _tree_finish(self, conn: sa.Connection, after: Frontier) -> bytes:
+        """Write the new head of the tree ``after`` (its rows inserted just before, each
+        with its nodes); return the new root."""
+        root = after.root()
+        conn.exec_driver_sql(self._tree_sql.write, (after.size, root))
         return root
 
     def _write_batch(self, items: list[list[Row]]) -> list[BaseException | None]:
@@ -389,34 +377,21 @@ class PostgresSink(Writing, TreeReading, SQLReader):
                 conn.commit()
                 return
             conn.rollback()  # the head moved (another writer) or no cache: the long way
-            frontier = self._tree_begin(conn)
-            self._insert(conn, rows, frontier.size)
-            root = self._tree_finish(conn, frontier, rows)
+            after = self._tree_begin(conn).copy()
+            self._insert(conn, number_rows(after, rows))
+            root = self._tree_finish(conn, after)
             conn.commit()
-        self._appender.committed(frontier, root)
+        self._appender.committed(after, root)
 
     def _insert_at_once(self, conn: sa.Connection, rows: list[Row], frontier: Frontier) -> bool:
         """The common case in one statement (one round trip before the commit): lock
         the head, and only if it is still the cached one, insert the rows, their nodes
         and the new head. False (nothing written) when the head moved."""
         size, before = frontier.size, self._appender.root()
-        nodes: list[Node] = []
         after = frontier.copy()
-        append_leaves(after, (row[_JSON].encode("utf-8") for row in rows), nodes)
+        columns = [list(col) for col in zip(*number_rows(after, rows), strict=True)]
         root = after.root()
-        columns = [list(col) for col in zip(*rows, strict=True)]
-        params = (
-            size,
-            before,
-            self._key,
-            *columns,
-            list(range(size, size + len(rows))),
-            [n[0] for n in nodes],
-            [n[1] for n in nodes],
-            [n[2] for n in nodes],
-            after.size,
-            root,
-        )
+        params = (size, before, self._key, *columns, after.size, root)
         done = conn.exec_driver_sql(self._tree_sql.at_once, params).first()
         if done is None:
             self._appender.forget()
@@ -426,22 +401,24 @@ class PostgresSink(Writing, TreeReading, SQLReader):
 
     def _write_each(self, items: list[list[Row]]) -> list[BaseException | None]:
         errors: list[BaseException | None] = []
-        stored: list[Row] = []
         with self._engine.begin() as conn:
             frontier = self._tree_begin(conn)
+            after = frontier.copy()
             for rows in items:
+                trial = after.copy()
+                numbered = number_rows(trial, rows)
                 try:
                     with conn.begin_nested():
-                        self._insert(conn, rows, frontier.size + len(stored))
+                        self._insert(conn, numbered)
                     errors.append(None)
-                    stored.extend(rows)
+                    after = trial
                 except sa.exc.DBAPIError as exc:
                     if exc.connection_invalidated:
                         raise
                     errors.append(self._refused(rows, exc))
-            root = self._tree_finish(conn, frontier, stored) if stored else None
+            root = self._tree_finish(conn, after) if after.size > frontier.size else None
         if root is not None:
-            self._appender.committed(frontier, root)
+            self._appender.committed(after, root)
         return errors
 
     @contextmanager
@@ -549,53 +526,40 @@ def _not_acknowledged(exc: sa.exc.DBAPIError) -> StorageError:
 
 
 def _insert_statement(table: sa.Table) -> str:
-    """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS` and
-    the leaf index."""
+    """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS`,
+    the leaf index and the nodes."""
     name = f'"{table.schema}".events' if table.schema else "events"
-    values = ", ".join(["%s"] * (len(COLUMNS) + 1))
+    values = ", ".join(["%s"] * (len(COLUMNS) + 2))
     return (
         "WITH ledger_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s)) "
-        f"INSERT INTO {name} ({', '.join(COLUMNS)}, {LEAF_COLUMN}) SELECT {values} "
-        "FROM ledger_lock"
+        f"INSERT INTO {name} ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {NODES_COLUMN}) "
+        f"SELECT {values} FROM ledger_lock"
     )
 
 
 class _TreeSQL:
     """The driver-level statements of the tree's write path, for one schema."""
 
-    __slots__ = ("at_once", "fetch_nodes", "lock_head", "write")
+    __slots__ = ("at_once", "lock_head", "write")
 
     def __init__(self, schema: str | None) -> None:
         prefix = f'"{schema}".' if schema else ""
         self.lock_head = f"SELECT size, root FROM {prefix}tree_head WHERE id = 1 FOR UPDATE"
-        self.fetch_nodes = (
-            f"SELECT level, idx, hash FROM {prefix}tree_nodes WHERE (level, idx) IN "
-            "(SELECT * FROM unnest(%s::smallint[], %s::bigint[]))"
-        )
-        # A node left over from rows deleted outside the ledger is overwritten: the head
-        # says where the tree stands (`ledger verify` reports the deletion).
         events = f"{prefix}events"
         casts = (
             "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-            "%s::bigint[], %s::bool[], %s::text[], %s::text[], %s::bigint[]"
+            "%s::bigint[], %s::bool[], %s::text[], %s::text[], %s::bigint[], %s::bytea[]"
         )
         self.at_once = (
             f"WITH head AS MATERIALIZED (SELECT 1 FROM {prefix}tree_head WHERE id = 1 "
             "AND size = %s AND root = %s FOR UPDATE), "
             "lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s) FROM head), "
-            f"ev AS (INSERT INTO {events} ({', '.join(COLUMNS)}, {LEAF_COLUMN}) "
-            f"SELECT u.c1, u.c2, u.c3, u.c4, u.c5, u.c6, u.c7, u.c8, u.c9, u.c10, u.c11 "
+            f"ev AS (INSERT INTO {events} ({', '.join(COLUMNS)}, {LEAF_COLUMN}, "
+            f"{NODES_COLUMN}) "
+            "SELECT u.c1, u.c2, u.c3, u.c4, u.c5, u.c6, u.c7, u.c8, u.c9, u.c10, u.c11, u.c12 "
             f"FROM lock, unnest({casts}) WITH ORDINALITY "
-            "AS u(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, ord) ORDER BY u.ord), "
-            f"nodes AS (INSERT INTO {prefix}tree_nodes (level, idx, hash) "
-            "SELECT u.* FROM lock, unnest(%s::smallint[], %s::bigint[], %s::bytea[]) AS u "
-            "ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash) "
+            "AS u(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, ord) ORDER BY u.ord) "
             f"UPDATE {prefix}tree_head SET size = %s, root = %s "
             "WHERE id = 1 AND EXISTS (SELECT 1 FROM lock) RETURNING 1"
         )
-        self.write = (
-            f"WITH nodes AS (INSERT INTO {prefix}tree_nodes (level, idx, hash) "
-            "SELECT * FROM unnest(%s::smallint[], %s::bigint[], %s::bytea[]) "
-            "ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash) "
-            f"UPDATE {prefix}tree_head SET size = %s, root = %s WHERE id = 1"
-        )
+        self.write = f"UPDATE {prefix}tree_head SET size = %s, root = %s WHERE id = 1"

@@ -14,6 +14,7 @@ One table, ``events`` (changed only through the Alembic revisions in
     event_json    text                  ``event.to_json()`` exactly as written: the truth
     content_hash  text, nullable        ``sha256:`` of the RFC 8785 form of that JSON
     leaf_index    bigint, unique        the event's leaf in the Merkle log (:mod:`.tree`)
+    nodes         bytea, nullable       the tree nodes that leaf completes (:mod:`.tree`)
 
 Indexes: ``(run_id, seq)`` for ``chain``/``events(run_id=)``/``runs``, ``(time_us)``
 for time-ranged reports, ``(tool, time_us)`` and ``(kind, time_us)`` for lookups.
@@ -100,6 +101,7 @@ def events_table(schema: str | None = None) -> sa.Table:
         sa.Column("event_json", sa.Text(), nullable=False),
         sa.Column("content_hash", sa.Text(), nullable=True),
         sa.Column("leaf_index", sa.BigInteger(), nullable=True),
+        sa.Column("nodes", sa.LargeBinary(), nullable=True),
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),
         sa.Index("ix_events_run_seq", "run_id", "seq"),
         sa.Index("ix_events_time", "time_us"),

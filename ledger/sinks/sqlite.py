@@ -51,7 +51,7 @@ from ledger.errors import (
     StorageError,
     ValidationError,
 )
-from ledger.integrity.merkle import Frontier, Node
+from ledger.integrity.merkle import Frontier
 from ledger.model.event import Event
 from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
@@ -67,11 +67,12 @@ from ledger.sinks.schema import (
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
+    NODES_COLUMN,
     TreeAppender,
     TreeReading,
     TreeTables,
-    append_leaves,
-    node_key_chunks,
+    number_rows,
+    read_nodes,
 )
 from ledger.sinks.writing import Row, Writing
 
@@ -79,33 +80,21 @@ __all__ = ["SQLiteSink"]
 
 log = logging.getLogger(__name__)
 
-_ROW_MARKS = "(" + ", ".join("?" * (len(COLUMNS) + 1)) + ")"
-_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}, {LEAF_COLUMN}) VALUES {_ROW_MARKS}"
+_ROW_MARKS = "(" + ", ".join("?" * (len(COLUMNS) + 2)) + ")"
+_INSERT = (
+    f"INSERT INTO events ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {NODES_COLUMN}) VALUES {_ROW_MARKS}"
+)
 _JSON = COLUMNS.index("event_json")
 _WRITER_BUSY_MS = 5
-_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (22,000 parameters)
-_NODE_ROWS = 5000  # nodes per multi-row INSERT (15,000 parameters)
+_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (24,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
 _UPDATE_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1"
-_NODE_UPSERT = " ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash"
 
 
 @functools.lru_cache(maxsize=64)
 def _insert_sql(rows: int) -> str:
     """``INSERT`` of ``rows`` rows in one statement."""
     return _INSERT + (", " + _ROW_MARKS) * (rows - 1)
-
-
-@functools.lru_cache(maxsize=64)
-def _nodes_sql(nodes: int) -> str:
-    """``INSERT`` of ``nodes`` tree nodes in one statement. A node left over from rows
-    deleted outside the ledger is overwritten: the head, not a stray node, says where
-    the tree stands (``ledger verify`` reports the deletion)."""
-    return (
-        "INSERT INTO tree_nodes (level, idx, hash) VALUES "
-        + ", ".join(["(?, ?, ?)"] * nodes)
-        + _NODE_UPSERT
-    )
 
 
 def _flat(rows: list[Row]) -> list[Any]:
@@ -281,9 +270,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         One ``BEGIN IMMEDIATE`` transaction (SQLite's writer lock: leaf indexes are
         drawn under it, so no two writers, threads or processes, can take one index):
         the head is read, the rows go in as one multi-row ``INSERT`` numbered from the
-        head's size, then the nodes they complete and the new head. When the insert
-        fails on a duplicate id, each caller's rows are redone in a savepoint of the
-        same transaction, so only the bad caller fails.
+        head's size, each carrying the tree nodes it completes, then the new head. When
+        the insert fails on a duplicate id, each caller's rows are redone in a savepoint
+        of the same transaction, so only the bad caller fails.
         """
         if not self._merkle:
             return self._write_batch_plain(items)
@@ -292,20 +281,19 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
             frontier = self._frontier(conn)
-            start = frontier.size
+            after = frontier.copy()
             errors: list[BaseException | None]
             try:
+                numbered = number_rows(after, rows)
                 if len(rows) == 1:
-                    conn.execute(_INSERT, (*rows[0], start))
+                    conn.execute(_INSERT, numbered[0])
                 elif len(rows) <= _STATEMENT_ROWS:
-                    numbered = [(*row, start + i) for i, row in enumerate(rows)]
                     conn.execute(_insert_sql(len(rows)), _flat(numbered))
                 else:
                     conn.execute("SAVEPOINT ledger_batch")
-                    self._insert_numbered(conn, rows, start)
+                    self._insert_rows(conn, numbered)
                     conn.execute("RELEASE ledger_batch")
                 errors = [None] * len(items)
-                stored = rows
             except sqlite3.IntegrityError as exc:
                 if len(rows) > _STATEMENT_ROWS:
                     conn.execute("ROLLBACK TO ledger_batch")
@@ -314,15 +302,12 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                     error = self._duplicate(conn, items[0], exc)
                     conn.execute("ROLLBACK")
                     return [error]
-                errors, stored = self._insert_each(conn, items, start)
-            if not stored:
+                errors, after = self._insert_each(conn, items, frontier)
+            if after.size == frontier.size:
                 conn.execute("ROLLBACK")
                 return errors
-            nodes: list[Node] = []
-            append_leaves(frontier, (row[_JSON].encode("utf-8") for row in stored), nodes)
-            root = frontier.root()
-            self._write_nodes(conn, nodes)
-            conn.execute(_UPDATE_HEAD, (frontier.size, root))
+            root = after.root()
+            conn.execute(_UPDATE_HEAD, (after.size, root))
             self._retry_busy(lambda: conn.execute("COMMIT"))
         except BaseException as exc:
             self._appender.forget()
@@ -330,11 +315,12 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             if isinstance(exc, sqlite3.Error):
                 raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
             raise
-        self._appender.committed(frontier, root)
+        self._appender.committed(after, root)
         return errors
 
     def _frontier(self, conn: sqlite3.Connection) -> Frontier:
-        """The compact range of the committed head, read inside the write transaction."""
+        """The compact range of the committed head, read inside the write transaction
+        (the appender's cached one; the caller extends a copy)."""
         head = conn.execute(_READ_HEAD).fetchone()
         if head is None:
             raise IntegrityError(
@@ -343,37 +329,33 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             )
 
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-            found: dict[tuple[int, int], bytes] = {}
-            for part in node_key_chunks(keys):
-                marks = " OR ".join(["(level = ? AND idx = ?)"] * len(part))
-                query = f"SELECT level, idx, hash FROM tree_nodes WHERE {marks}"
-                for level, idx, h in conn.execute(query, [v for key in part for v in key]):
-                    found[(level, idx)] = bytes(h)
-            return found
+            return read_nodes(lambda q, p: conn.execute(q, p).fetchall(), "events", "sqlite", keys)
 
         return self._appender.begin(int(head[0]), bytes(head[1]), fetch)
 
-    def _insert_numbered(self, conn: sqlite3.Connection, rows: list[Row], start: int) -> None:
-        """Insert ``rows`` numbered from ``start``, ``_STATEMENT_ROWS`` per statement."""
-        for first in range(0, len(rows), _STATEMENT_ROWS):
-            part = rows[first : first + _STATEMENT_ROWS]
-            numbered = [(*row, start + first + i) for i, row in enumerate(part)]
-            if len(numbered) == 1:
-                conn.execute(_INSERT, numbered[0])
+    def _insert_rows(self, conn: sqlite3.Connection, numbered: list[Row]) -> None:
+        """Insert numbered rows, ``_STATEMENT_ROWS`` per statement."""
+        for first in range(0, len(numbered), _STATEMENT_ROWS):
+            part = numbered[first : first + _STATEMENT_ROWS]
+            if len(part) == 1:
+                conn.execute(_INSERT, part[0])
             else:
-                conn.execute(_insert_sql(len(part)), _flat(numbered))
+                conn.execute(_insert_sql(len(part)), _flat(part))
 
     def _insert_each(
-        self, conn: sqlite3.Connection, items: list[list[Row]], start: int
-    ) -> tuple[list[BaseException | None], list[Row]]:
+        self, conn: sqlite3.Connection, items: list[list[Row]], frontier: Frontier
+    ) -> tuple[list[BaseException | None], Frontier]:
         """Each caller's rows in a savepoint, numbered after the rows stored before them,
-        so a bad caller fails alone and leaves no gap."""
+        so a bad caller fails alone and leaves no gap; returns the errors and the tree
+        after the stored rows."""
         errors: list[BaseException | None] = []
-        stored: list[Row] = []
+        after = frontier.copy()
         for rows in items:
+            trial = after.copy()
+            numbered = number_rows(trial, rows)
             conn.execute("SAVEPOINT ledger_item")
             try:
-                self._insert_numbered(conn, rows, start + len(stored))
+                self._insert_rows(conn, numbered)
             except sqlite3.IntegrityError as exc:
                 conn.execute("ROLLBACK TO ledger_item")
                 conn.execute("RELEASE ledger_item")
@@ -381,13 +363,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 continue
             conn.execute("RELEASE ledger_item")
             errors.append(None)
-            stored.extend(rows)
-        return errors, stored
-
-    def _write_nodes(self, conn: sqlite3.Connection, nodes: list[Node]) -> None:
-        for first in range(0, len(nodes), _NODE_ROWS):
-            part = nodes[first : first + _NODE_ROWS]
-            conn.execute(_nodes_sql(len(part)), [v for node in part for v in node])
+            after = trial
+        return errors, after
 
     @contextmanager
     def _tree_writing(self) -> Iterator[sa.Connection]:
@@ -411,7 +388,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         costs is measured against it (benchmarks/integrity.py). Rows get no leaf index,
         so such a ledger does not verify; never used otherwise."""
         conn = self._writer_conn()
-        rows = [(*row, None) for item in items for row in item]
+        rows = [(*row, None, None) for item in items for row in item]
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
             for first in range(0, len(rows), _STATEMENT_ROWS):

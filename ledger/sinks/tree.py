@@ -2,19 +2,27 @@
 
 Every event a SQL sink stores is a leaf of one RFC 9162 tree per database (per schema
 on PostgreSQL), in commit order, leaf ``i`` being ``SHA-256(0x00 || event JSON bytes
-exactly as stored)``. Three tables beside ``events`` (revision ``0002_merkle_log``)::
+exactly as stored)``. The tree lives in the ``events`` rows and two tables beside them
+(revisions ``0002_merkle_log`` and ``0004_tree_in_rows``)::
 
     events.leaf_index       bigint, unique    the event's leaf index (dense: 0, 1, 2, ...)
-    tree_nodes              (level, idx) -> hash of every complete aligned subtree
-                            (leaves [idx * 2**level, (idx + 1) * 2**level)), each once
+    events.nodes            bytea             the hashes of the complete aligned subtrees
+                                              the leaf completes, level 0 (the leaf hash)
+                                              first, 32 bytes each: node (level, idx) is
+                                              at byte 32 * level of the row of leaf
+                                              (idx + 1) * 2**level - 1 (its owner,
+                                              :func:`~ledger.integrity.merkle.node_owner`)
     tree_head               one row: origin (fixed at creation), size, root
     tree_checkpoints        size -> root, the signed note, creation time (microseconds)
+
+Keeping each node with the leaf that completes it makes a commit one ``INSERT`` of the
+rows (plus the head's ``UPDATE``): no index or table page of its own to write per commit.
 
 The write path (:class:`TreeAppender`) runs inside the transaction that inserts the
 events: it reads the head (under the writers' lock: SQLite's ``BEGIN IMMEDIATE``, a
 ``SELECT ... FOR UPDATE`` of the head row on PostgreSQL), numbers the new rows from the
-head's size, and writes the nodes they complete and the new head, so a commit either
-holds the events, their leaves and the head, or none of them. A batch of the group
+head's size and gives each the nodes it completes, and writes the new head, so a commit
+either holds the events, their leaves and the head, or none of them. A batch of the group
 commit is one tree update. The appender caches the compact range (the ``popcount(n)``
 subtrees covering the tree) keyed by ``(size, root)``: when another writer moved the
 head, the range is rebuilt from ``popcount(size)`` stored nodes in one query.
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -40,48 +48,52 @@ from ledger.errors import EventNotFound, IntegrityError, StorageError, Validatio
 from ledger.ids import coerce_event_id
 from ledger.integrity.checkpoint import Checkpoint, InclusionProof, TreeHead, parse_checkpoint_body
 from ledger.integrity.merkle import (
+    HASH_SIZE,
     Frontier,
-    Node,
     NodeHashes,
     consistency_nodes,
     consistency_path,
     inclusion_nodes,
     inclusion_path,
     leaf_hash,
+    node_owner,
     root_from_nodes,
     root_nodes,
 )
 from ledger.integrity.note import NoteSigner, NoteVerifier, add_signature_lines, parse_signatures
 from ledger.integrity.verify import LeafRow
+from ledger.sinks.rows import COLUMNS
 
 __all__ = [
     "LEAF_COLUMN",
+    "NODES_COLUMN",
     "TreeAppender",
     "TreeReading",
     "TreeTables",
+    "fetch_nodes",
     "node_key_chunks",
+    "number_rows",
+    "owned_nodes",
+    "read_nodes",
 ]
 
 log = logging.getLogger(__name__)
 
+_JSON = COLUMNS.index("event_json")
 LEAF_COLUMN = "leaf_index"
-_KEYS_PER_QUERY = 400  # (level, idx) pairs per IN list
+NODES_COLUMN = "nodes"
+_KEYS_PER_QUERY = 400  # leaf indexes per IN list
 
 
 class TreeTables:
-    """The tree's tables as Core metadata (in ``schema`` when given)."""
+    """The tree's tables as Core metadata (in ``schema`` when given), and ``events``,
+    the name of the table whose rows hold the nodes, quoted for driver-level SQL."""
 
-    __slots__ = ("checkpoints", "head", "nodes")
+    __slots__ = ("checkpoints", "events", "head")
 
     def __init__(self, schema: str | None = None) -> None:
         md = sa.MetaData(schema=schema)
-        self.nodes = sa.Table(
-            "tree_nodes",
-            md,
-            sa.Column("level", sa.SmallInteger(), primary_key=True),
-            sa.Column("idx", sa.BigInteger(), primary_key=True),
-            sa.Column("hash", sa.LargeBinary(), nullable=False),
-        )
+        self.events = f'"{schema}".events' if schema else "events"
         self.head = sa.Table(
             "tree_head",
             md,
@@ -100,29 +112,76 @@ class TreeTables:
         )
 
 
-def node_key_chunks(keys: Sequence[tuple[int, int]]) -> Iterator[Sequence[tuple[int, int]]]:
+def node_key_chunks(keys: Sequence[int]) -> Iterator[Sequence[int]]:
     """``keys`` in slices small enough for one ``IN`` list."""
     for start in range(0, len(keys), _KEYS_PER_QUERY):
         yield keys[start : start + _KEYS_PER_QUERY]
 
 
+def owned_nodes(frontier: Frontier, data: Iterable[bytes]) -> list[bytes]:
+    """Append the leaves of ``data`` (event bytes as stored) to ``frontier``; return,
+    per leaf, the nodes it completes as its row keeps them (``events.nodes``)."""
+    own = frontier.append_owned
+    return [own(leaf_hash(d)) for d in data]
+
+
+def number_rows(frontier: Frontier, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` (:data:`~ledger.sinks.rows.COLUMNS` order) appended to ``frontier`` as
+    leaves, each followed by its leaf index and the nodes it completes (the
+    ``leaf_index`` and ``nodes`` columns), ready to insert."""
+    start = frontier.size
+    owned = owned_nodes(frontier, (row[_JSON].encode("utf-8") for row in rows))
+    return [
+        (*row, start + i, nodes) for i, (row, nodes) in enumerate(zip(rows, owned, strict=True))
+    ]
+
+
+def nodes_from_rows(
+    keys: Sequence[tuple[int, int]], rows: Iterable[tuple[Any, Any]]
+) -> dict[tuple[int, int], bytes]:
+    """The hashes of nodes ``keys`` out of their owners' ``(leaf_index, nodes)`` rows;
+    a node whose owner's row is missing, or too short to hold it, is left out."""
+    held = {int(index): bytes(blob) for index, blob in rows if blob is not None}
+    found: dict[tuple[int, int], bytes] = {}
+    for level, idx in keys:
+        blob = held.get(node_owner(level, idx))
+        if blob is not None and len(blob) >= (level + 1) * HASH_SIZE:
+            found[(level, idx)] = blob[level * HASH_SIZE : (level + 1) * HASH_SIZE]
+    return found
+
+
+def read_nodes(
+    execute: Callable[[str, tuple[Any, ...]], Iterable[tuple[Any, Any]]],
+    events: str,
+    dialect: str,
+    keys: Sequence[tuple[int, int]],
+) -> dict[tuple[int, int], bytes]:
+    """The stored hashes of the nodes ``keys``, read from their owners' rows of the table
+    ``events`` by the unique ``leaf_index`` index, one query per 400 owners, through
+    ``execute(sql, params)`` (driver-level SQL of ``dialect``: nothing compiled per
+    proof). A node that is not stored is left out."""
+    owners = list(dict.fromkeys(node_owner(level, idx) for level, idx in keys))
+    rows: list[tuple[Any, Any]] = []
+    for part in node_key_chunks(owners):
+        if dialect == "sqlite":
+            marks = ", ".join("?" * len(part))
+            query = f"SELECT leaf_index, nodes FROM {events} WHERE leaf_index IN ({marks})"
+            rows += execute(query, tuple(part))
+        else:
+            query = f"SELECT leaf_index, nodes FROM {events} WHERE leaf_index = ANY(%s)"
+            rows += execute(query, (list(part),))
+    return nodes_from_rows(keys, rows)
+
+
 def fetch_nodes(
     conn: sa.Connection, tables: TreeTables, keys: Sequence[tuple[int, int]]
 ) -> dict[tuple[int, int], bytes]:
-    """The stored hashes of the nodes ``keys``, in one query per 400 keys: one
-    primary-key lookup per key (a row-value ``IN`` list is not served by the index on
-    SQLite), as driver-level SQL so that nothing is compiled per proof."""
-    t = tables.nodes
-    name = f'"{t.schema}".tree_nodes' if t.schema else "tree_nodes"
-    found: dict[tuple[int, int], bytes] = {}
-    for part in node_key_chunks(list(dict.fromkeys(keys))):
-        mark = "?" if conn.dialect.name == "sqlite" else "%s"
-        where = " OR ".join([f"(level = {mark} AND idx = {mark})"] * len(part))
-        params = tuple(v for key in part for v in key)
-        query = f"SELECT level, idx, hash FROM {name} WHERE {where}"
-        for level, idx, h in conn.exec_driver_sql(query, params):
-            found[(int(level), int(idx))] = bytes(h)
-    return found
+    """:func:`read_nodes` on a SQLAlchemy connection."""
+
+    def execute(query: str, params: tuple[Any, ...]) -> Iterable[tuple[Any, Any]]:
+        return [tuple(r) for r in conn.exec_driver_sql(query, params)]
+
+    return read_nodes(execute, tables.events, conn.dialect.name, keys)
 
 
 def _lookup(found: dict[tuple[int, int], bytes]) -> Any:
@@ -131,8 +190,9 @@ def _lookup(found: dict[tuple[int, int], bytes]) -> Any:
             return found[(level, index)]
         except KeyError:
             raise IntegrityError(
-                f"the stored tree has no node at level {level}, index {index}: the "
-                "tree_nodes table was changed outside the ledger; run `ledger verify`"
+                f"the stored tree has no node at level {level}, index {index}: the row of "
+                f"leaf {node_owner(level, index)} was deleted or its nodes changed outside "
+                "the ledger; run `ledger verify`"
             ) from None
 
     return node
@@ -184,14 +244,6 @@ class TreeAppender:
     def committed(self, frontier: Frontier, root: bytes) -> None:
         """Remember ``frontier`` as the committed head with ``root``."""
         self._frontier, self._key = frontier, (frontier.size, root)
-
-
-def append_leaves(frontier: Frontier, data: Iterable[bytes], nodes: list[Node]) -> None:
-    """Append the leaves of ``data`` to ``frontier``, collecting the nodes they create."""
-    extend = nodes.extend
-    append = frontier.append
-    for d in data:
-        extend(append(leaf_hash(d)))
 
 
 def _size_arg(value: object, what: str) -> int:
@@ -538,19 +590,21 @@ class TreeReading:
             raw.close()
 
     def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
-        """The stored level-0 nodes ``(leaf index, hash)`` in index order, paged."""
-        n = self._trees.nodes
+        """The stored leaf hashes (level-0 nodes) ``(leaf index, hash)`` in index order,
+        paged; a row whose nodes are missing or short is left out."""
+        t = self._table
         cursor = -1
         while True:
             with self._reading() as conn:
                 rows = conn.execute(
-                    sa.select(n.c.idx, n.c.hash)
-                    .where(n.c.level == 0, n.c.idx > cursor)
-                    .order_by(n.c.idx)
+                    sa.select(t.c.leaf_index, sa.func.substr(t.c.nodes, 1, HASH_SIZE))
+                    .where(t.c.leaf_index > cursor)
+                    .order_by(t.c.leaf_index)
                     .limit(5000)
                 ).all()
             for idx, h in rows:
-                yield int(idx), bytes(h)
+                if h is not None and len(h) == HASH_SIZE:
+                    yield int(idx), bytes(h)
             if len(rows) < 5000:
                 return
             cursor = rows[-1][0]

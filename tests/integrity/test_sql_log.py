@@ -156,8 +156,9 @@ def test_checkpoints_sign_the_head_and_never_two_histories(log_store: Store) -> 
     assert [c.size for c in sink.checkpoints([VERIFIER])] == [4, 5]
     # cut the last row off and rewind the head: the ledger refuses to sign size 4 again
     log_store.sql("DELETE FROM {p}events WHERE leaf_index = 4")
-    row = log_store.sql("SELECT hash FROM {p}tree_nodes WHERE level = 2 AND idx = 0")
-    log_store.sql("UPDATE {p}tree_head SET size = 4, root = :r WHERE id = 1", r=bytes(row[0][0]))
+    row = log_store.sql("SELECT nodes FROM {p}events WHERE leaf_index = 3")  # node (2, 0)
+    root = bytes(row[0][0])[64:96]
+    log_store.sql("UPDATE {p}tree_head SET size = 4, root = :r WHERE id = 1", r=root)
     fresh = log_store.open()
     with pytest.raises(IntegrityError, match="truncated"):
         fresh.checkpoint(SIGNER)
@@ -168,7 +169,10 @@ def test_checkpoint_refuses_a_rewritten_tree(log_store: Store) -> None:
     sink.record_many([action("r", f"c{i}") for i in range(3)])
     sink.checkpoint(SIGNER)
     sink.commit_action(action("r", "c3"))
-    log_store.sql("UPDATE {p}tree_nodes SET hash = :h WHERE level = 1 AND idx = 0", h=bytes(32))
+    # node (1, 0) is the second 32 bytes of leaf 1's nodes
+    row = log_store.sql("SELECT nodes FROM {p}events WHERE leaf_index = 1")
+    changed = bytes(row[0][0])[:32] + bytes(32) + bytes(row[0][0])[64:]
+    log_store.sql("UPDATE {p}events SET nodes = :n WHERE leaf_index = 1", n=changed)
     fresh = log_store.open()
     with pytest.raises(IntegrityError):
         fresh.checkpoint(SIGNER)

@@ -65,20 +65,18 @@ def _rebuild_tree(store: Store) -> None:
     """What a careful attacker does after changing rows: renumber the leaves and rebuild
     the tree tables so that they agree with the rows again."""
     rows = _rows(store)
-    store.sql("DELETE FROM {p}tree_nodes")
     frontier = Frontier()
     for seq, _, _ in rows:
-        store.sql("UPDATE {p}events SET leaf_index = NULL WHERE seq = :s", s=seq)
+        store.sql("UPDATE {p}events SET leaf_index = NULL, nodes = NULL WHERE seq = :s", s=seq)
     for seq, data, _ in rows:
         index = frontier.size
-        for level, idx, h in frontier.append(leaf_hash(data.encode())):
-            store.sql(
-                "INSERT INTO {p}tree_nodes (level, idx, hash) VALUES (:l, :i, :h)",
-                l=level,
-                i=idx,
-                h=h,
-            )
-        store.sql("UPDATE {p}events SET leaf_index = :i WHERE seq = :s", i=index, s=seq)
+        nodes = frontier.append_owned(leaf_hash(data.encode()))
+        store.sql(
+            "UPDATE {p}events SET leaf_index = :i, nodes = :n WHERE seq = :s",
+            i=index,
+            n=nodes,
+            s=seq,
+        )
     store.sql(
         "UPDATE {p}tree_head SET size = :n, root = :r WHERE id = 1",
         n=frontier.size,

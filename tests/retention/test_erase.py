@@ -198,9 +198,8 @@ def test_a_tombstone_changed_or_forged_outside_the_ledger_is_tampering(ledger_db
     victim = next(iter(sink.events(run_id="old-2")))  # type: ignore[attr-defined]
     stone = next(iter(sink.events(run_id="old-1")))  # type: ignore[attr-defined]
     # forge: copy a tombstone's shape onto an unerased row of another run, keeping its leaf
-    leaf = ledger_db.sql(
-        "SELECT n.hash FROM {p}tree_nodes n JOIN {p}events e ON n.level = 0 AND "
-        "n.idx = e.leaf_index WHERE e.event_id = :i", i=str(victim.event_id))[0][0]  # fmt: skip
+    nodes = ledger_db.sql("SELECT nodes FROM {p}events WHERE event_id = :i", i=str(victim.event_id))
+    leaf = bytes(nodes[0][0])[:32]
     forged = victim.replace(
         args=None,
         erased=stone.erased.__class__(

@@ -25,7 +25,7 @@ def _metadata() -> sa.MetaData:
     md = sa.MetaData()
     tables: list[sa.Table] = [events_table(None)]
     tree = TreeTables(None)
-    tables += [tree.nodes, tree.head, tree.checkpoints]
+    tables += [tree.head, tree.checkpoints]
     try:
         from ledger.retention.tables import RetentionTables
     except ImportError:  # pragma: no cover - before the retention tables exist
