@@ -252,3 +252,81 @@ def test_sqlite_reader_sees_the_log(tmp_path: Path) -> None:
         head = sink.tree_head()
     with SQLiteSink(path, migrate=False) as reader:
         assert reader.tree_head() == head
+
+
+def test_a_ledger_with_a_tree_nodes_table_is_upgraded_keeping_every_stored_node(
+    log_store: Store,
+) -> None:
+    """A database of revision 0003 (nodes in ``tree_nodes``): each node moves into its
+    owner's row exactly as stored (not recomputed from the row's bytes, so a leaf hash
+    that only the node table kept survives), proofs still verify, and the downgrade
+    gives the same ``tree_nodes`` back."""
+    from alembic import command
+    from alembic.config import Config
+
+    from ledger.integrity.merkle import Frontier, leaf_hash
+    from ledger.sinks.rows import event_row
+    from ledger.sinks.schema import MIGRATIONS_DIR
+    from ledger.sinks.sql import COLUMNS
+
+    url = f"sqlite:///{log_store.path}" if log_store.path else engine_url(log_store.dsn)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    events = [action("old", f"c{i}") for i in range(11)]
+    p = log_store.prefix
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["schema"] = log_store.schema or None
+    frontier = Frontier()
+    stored: list[tuple[int, int, bytes]] = []
+    with engine.begin() as conn:
+        if log_store.schema:
+            conn.execute(sa.text(f'CREATE SCHEMA "{log_store.schema}"'))
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0003_retention")
+        names = ", ".join(COLUMNS)
+        marks = ", ".join(f":{c}" for c in COLUMNS)
+        for i, ev in enumerate(events):
+            row = dict(zip(COLUMNS, event_row(ev), strict=True))
+            conn.execute(
+                sa.text(f"INSERT INTO {p}events ({names}, leaf_index) VALUES ({marks}, :li)"),
+                {**row, "li": i},
+            )
+            stored += frontier.append(leaf_hash(row["event_json"].encode()))
+        for level, idx, h in stored:
+            conn.execute(
+                sa.text(f"INSERT INTO {p}tree_nodes (level, idx, hash) VALUES (:l, :i, :h)"),
+                {"l": level, "i": idx, "h": h},
+            )
+        conn.execute(
+            sa.text(f"UPDATE {p}tree_head SET size = :n, root = :r WHERE id = 1"),
+            {"n": frontier.size, "r": frontier.root()},
+        )
+        # the row of leaf 4 changed after its node was stored: only tree_nodes knows
+        conn.execute(
+            sa.text(f"UPDATE {p}events SET event_json = :j WHERE leaf_index = 4"),
+            {"j": '{"changed": true}'},
+        )
+    engine.dispose()
+    sink = log_store.open()  # migrates to the head revision
+    rows = log_store.sql("SELECT leaf_index, nodes FROM {p}events ORDER BY leaf_index")
+    by_owner: dict[int, bytes] = {}
+    for level, idx, h in stored:
+        owner = ((idx + 1) << level) - 1
+        by_owner[owner] = by_owner.get(owner, b"") + h
+    assert {int(i): bytes(n) for i, n in rows} == by_owner
+    assert sink.tree_head().root == frontier.root()
+    proof = sink.inclusion_proof(events[7].event_id)
+    proof.verify(frontier.root())
+    assert sink.consistency_proof(5) is not None
+    result = verify_ledger(sink, None)
+    assert [f.leaf_index for f in result.errors if f.leaf_index is not None] == [4]
+    sink.commit_action(action("new", "c1"))
+    assert sink.tree_head().size == 12
+    sink.close()
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0003_retention")
+        back = conn.execute(sa.text(f"SELECT level, idx, hash FROM {p}tree_nodes")).all()
+    engine.dispose()
+    assert {(int(lv), int(ix), bytes(h)) for lv, ix, h in back} >= set(stored)
