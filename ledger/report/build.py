@@ -25,15 +25,24 @@ inclusive, ``until`` exclusive, either may be open) gathers:
 * the oldest and newest record held by the store (any run, whole store, not only the
   window);
 * a content-hash check of every event in the window: the stored ``sha256:`` hash against
-  the RFC 8785 hash recomputed from the stored event JSON (see :mod:`ledger.report.hashes`).
+  the RFC 8785 hash recomputed from the stored event JSON (see :mod:`ledger.report.hashes`);
+* the tamper-evident log's check: on a SQL ledger the window's rows recomputed and bound
+  to the stored tree head and checkpoints (:mod:`ledger.report.logcheck`; ``ledger
+  verify`` rebuilds every row), on any other reader that keeps a log the full check.
+
+The listings (runs, denials, approved actions, findings) hold the first
+:data:`~ledger.report.listing.MAX_LISTED` of each in time order, beside the count of
+each (``report.counts``) and the approved actions counted per approver, tool and policy
+(``report.approval_groups``), so a report of a year of a busy fleet stays small.
 
 On a SQL ledger (SQLite, PostgreSQL) the report is computed in the database
 (:mod:`ledger.report.aggregate`): the counts, the timeline and the runs by SQL aggregates
-(``GROUP BY`` over indexed columns), the per-call rules and the content-hash check in one
-streaming pass over the window's rows that decodes only the JSON members it needs; memory
-holds what the report lists, not the events. Any other reader (JSONL, memory) is read
-with one pass of whole events. On an intact ledger both give the same report
-(``tests/test_report_scale.py`` compares them). On a damaged one the database build
+(``GROUP BY`` over indexed columns), the per-row checks in one streaming pass over the
+window's rows and the per-call rules in one pass over the window's calls run by run,
+decoding only the JSON members it needs; memory holds one run's calls and what the
+report lists, not the events. Any other reader (JSONL, memory) is read with one pass of
+whole events (its per-call state grows with the window). On an intact ledger both give
+the same report (``tests/test_report_scale.py`` compares them). On a damaged one the database build
 counts what the rows' columns say, and lists every row whose columns disagree with its
 JSON or whose JSON does not read back as an event, so the report is not compliant either
 way.
@@ -51,9 +60,10 @@ from datetime import datetime
 
 from ledger.integrity.verify import verify_stored
 from ledger.model.values import outside_any_run
-from ledger.report.calls import CallPass, approved_actions, in_time_order, look_across
+from ledger.report.calls import CallPass, listed_of, look_across
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
+from ledger.report.listing import MAX_LISTED
 from ledger.report.retention import retention_section
 from ledger.report.timeline import bucket
 from ledger.sinks import Reader
@@ -123,7 +133,9 @@ def _streamed(
     if progress is not None:
         progress(state.events)
     look_across(state, reader, since, until)
-    runs = tuple(r for r in reader.runs(since=since, until=until) if not outside_any_run(r.run_id))
+    state.finish()
+    tally = state.tally
+    runs = [r for r in reader.runs(since=since, until=until) if not outside_any_run(r.run_id)]
     oldest, newest = _records_held(reader)
     timeline = bucket(
         state.action_times, state.denial_times, since or state.first, until or state.last
@@ -133,18 +145,20 @@ def _streamed(
         since=since,
         until=until,
         events=state.events,
-        runs=runs,
-        tools=tuple(sorted(state.tools.values(), key=lambda t: t.tool)),
-        denials=tuple(sorted(state.denials, key=lambda d: (d.time, d.event_id))),
-        missing_results=in_time_order(state.missing()),
-        unsafe_without_intent=in_time_order(state.unsafe()),
-        approved=tuple(approved_actions(state)),
-        agents=tuple(sorted(state.agents.values(), key=lambda w: w.who)),
-        principals=tuple(sorted(state.principals.values(), key=lambda w: w.who)),
-        outside_runs=in_time_order(state.outside),
+        runs=tuple(runs[:MAX_LISTED]),
+        tools=tuple(sorted(tally.tools.values(), key=lambda t: t.tool)),
+        denials=tally.denials.items(),
+        missing_results=tally.missing.items(),
+        unsafe_without_intent=tally.unsafe.items(),
+        approved=tally.approved.items(),
+        agents=tuple(sorted(tally.agents.values(), key=lambda w: w.who)),
+        principals=tuple(sorted(tally.principals.values(), key=lambda w: w.who)),
+        outside_runs=tally.outside.items(),
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
         hash_check=with_unreadable(check_hashes(reader, since=since, until=until), state.skipped),
         timeline=timeline,
+        listed=listed_of(tally, len(runs)),
+        approval_groups=tally.approval_groups(),
     )

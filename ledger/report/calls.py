@@ -15,6 +15,7 @@ what was approved by whom.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +26,16 @@ from ledger.errors import CorruptRecord
 from ledger.model.event import Event
 from ledger.model.values import Actor, Approval, Kind, Verdict, outside_any_run
 from ledger.report.hashes import each_event
-from ledger.report.model import ApprovedAction, Denial, Finding, ToolStats, WhoStats
+from ledger.report.listing import Capped
+from ledger.report.model import (
+    ApprovalGroup,
+    ApprovedAction,
+    Denial,
+    Finding,
+    Listed,
+    ToolStats,
+    WhoStats,
+)
 from ledger.sinks.base import Reader
 
 __all__ = [
@@ -33,8 +43,8 @@ __all__ = [
     "Fact",
     "FactRef",
     "Record",
-    "approved_actions",
-    "in_time_order",
+    "Tally",
+    "listed_of",
     "look_across",
 ]
 
@@ -139,39 +149,87 @@ def finding(e: Record, detail: str) -> Finding:
     )
 
 
+def _by_time(item: Denial | Finding | ApprovedAction) -> tuple[datetime, str]:
+    return item.time, item.event_id
+
+
 @dataclass(slots=True)
-class CallPass:
-    """State of the pass over the window's events (see the module docstring).
+class Tally:
+    """What the pass gathers over every run of the window, in bounded memory: counts per
+    tool, agent and principal, and the findings, denials and approved actions as
+    :class:`~ledger.report.listing.Capped` listings (their totals, the first ones in time
+    order), approved actions also counted per approver, tool and policy."""
 
-    With ``counting=False`` the pass leaves out what SQL counts (events, first and
-    last time, allowed actions and denials per tool, the timeline's times)."""
-
-    counting: bool = True
     tools: dict[str, ToolStats] = field(default_factory=dict)
-    denials: list[Denial] = field(default_factory=list)
-    allowed: dict[tuple[str, str], _Intent] = field(default_factory=dict)
-    before: set[tuple[str, str]] = field(default_factory=set)  # committed before the window
-    results: set[tuple[str, str]] = field(default_factory=set)
-    marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
-    not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
-    orphans: list[Record] = field(default_factory=list)
-    action_times: list[datetime] = field(default_factory=list)
-    denial_times: list[datetime] = field(default_factory=list)
-    skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
-    decided: dict[tuple[str, str], tuple[str, Approval | None]] = field(default_factory=dict)
     agents: dict[str, WhoStats] = field(default_factory=dict)
     principals: dict[str, WhoStats] = field(default_factory=dict)
-    who_runs: set[tuple[str, str, str]] = field(default_factory=set)
-    outside: list[Finding] = field(default_factory=list)  # calls outside any run
-    events: int = 0
-    first: datetime | None = None
-    last: datetime | None = None
+    denials: Capped[Denial] = field(default_factory=lambda: Capped(key=_by_time))
+    outside: Capped[Finding] = field(default_factory=lambda: Capped(key=_by_time))
+    missing: Capped[Finding] = field(default_factory=lambda: Capped(key=_by_time))
+    unsafe: Capped[Finding] = field(default_factory=lambda: Capped(key=_by_time))
+    approved: Capped[ApprovedAction] = field(default_factory=lambda: Capped(key=_by_time))
+    groups: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
 
     def tool(self, name: str) -> ToolStats:
         stats = self.tools.get(name)
         if stats is None:
             stats = self.tools[name] = ToolStats(tool=name or "(none)")
         return stats
+
+    def approval_groups(self) -> tuple[ApprovalGroup, ...]:
+        return tuple(
+            ApprovalGroup(approver=a, tool=t, policy=p, count=n)
+            for (a, t, p), n in sorted(self.groups.items())
+        )
+
+
+def listed_of(tally: Tally, runs: int) -> Listed:
+    """The listings' totals of a report (``runs`` its runs)."""
+    return Listed(
+        runs=runs,
+        denials=tally.denials.total,
+        missing_results=tally.missing.total,
+        unsafe_without_intent=tally.unsafe.total,
+        approved=tally.approved.total,
+        outside_runs=tally.outside.total,
+    )
+
+
+@dataclass(slots=True)
+class CallPass:
+    """State of the pass over the window's events (see the module docstring): the
+    per-call state of the runs being read, and the :class:`Tally` it feeds.
+
+    :meth:`finish` settles the calls read so far (results without an intent, intents
+    without a result, approved actions) into the tally and forgets them: the database
+    build reads the window run by run and finishes each run, so it holds one run's
+    calls at a time; the streaming build finishes once, at the end. With
+    ``counting=False`` the pass leaves out what SQL counts (events, first and last
+    time, allowed actions and denials per tool, the timeline's times)."""
+
+    counting: bool = True
+    tally: Tally = field(default_factory=Tally)
+    allowed: dict[tuple[str, str], _Intent] = field(default_factory=dict)
+    before: set[tuple[str, str]] = field(default_factory=set)  # committed before the window
+    results: set[tuple[str, str]] = field(default_factory=set)
+    marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
+    not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
+    orphans: list[Record] = field(default_factory=list)
+    decided: dict[tuple[str, str], tuple[str, Approval | None]] = field(default_factory=dict)
+    who_runs: set[tuple[str, str, str]] = field(default_factory=set)
+    action_times: list[datetime] = field(default_factory=list)
+    denial_times: list[datetime] = field(default_factory=list)
+    events: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+
+    @property
+    def skipped(self) -> list[CorruptRecord]:
+        return self.tally.skipped
+
+    def tool(self, name: str) -> ToolStats:
+        return self.tally.tool(name)
 
     def add(self, e: Record) -> None:
         if self.counting:
@@ -193,8 +251,8 @@ class CallPass:
 
     def _who(self, e: Record, allowed: bool) -> None:
         for table, who, kind in (
-            (self.agents, _agent(e), "a"),
-            (self.principals, e.principal, "p"),
+            (self.tally.agents, _agent(e), "a"),
+            (self.tally.principals, e.principal, "p"),
         ):
             stats = table.get(who)
             if stats is None:
@@ -210,7 +268,7 @@ class CallPass:
     def _action(self, e: Record) -> None:
         if outside_any_run(e.run_id):
             detail = f"a call outside any run was denied: {e.reason or '(no reason recorded)'}"
-            self.outside.append(finding(e, detail))
+            self.tally.outside.add(finding(e, detail))
             return
         stats = self.tool(e.tool)
         self._who(e, e.verdict is Verdict.ALLOWED)
@@ -224,7 +282,7 @@ class CallPass:
         if self.counting:
             stats.denials += 1
             self.denial_times.append(e.time)
-        self.denials.append(
+        self.tally.denials.add(
             Denial(
                 run_id=e.run_id,
                 call_id=e.call_id,
@@ -269,7 +327,23 @@ class CallPass:
         """Runs with an allowed action and no result yet: read again after the window."""
         return sorted({run for (run, call) in self.allowed if (run, call) not in self.results})
 
-    def unsafe(self) -> list[Finding]:
+    def finish(self) -> None:
+        """Settle the calls read so far into the tally (see the class docstring)."""
+        tally = self.tally
+        for f in self._unsafe():
+            tally.unsafe.add(f)
+        for f in self._missing():
+            tally.missing.add(f)
+        for a in self._approved():
+            tally.groups[(a.approver, a.tool, a.policy)] += 1
+            tally.approved.add(a)
+        for held in (self.allowed, self.marks, self.decided):
+            held.clear()
+        for keys in (self.before, self.results, self.not_allowed, self.who_runs):
+            keys.clear()
+        self.orphans.clear()
+
+    def _unsafe(self) -> list[Finding]:
         """Results with no preceding allowed action that the gate did not mark safe."""
         found: list[Finding] = []
         for e in self.orphans:
@@ -291,7 +365,7 @@ class CallPass:
                 found.append(finding(e, why))
         return found
 
-    def missing(self) -> list[Finding]:
+    def _missing(self) -> list[Finding]:
         """Allowed actions whose call has no recorded result."""
         detail = "allowed, but no result was recorded (crash, still running, or lost)"
         return [
@@ -303,30 +377,31 @@ class CallPass:
             if (run, call) not in self.results
         ]  # fmt: skip
 
-
-def approved_actions(state: CallPass) -> list[ApprovedAction]:
-    """Each allowed non-safe action with who or which policy allowed it, in time order."""
-    out = []
-    for (run, call), i in state.allowed.items():
-        policy, approval = state.decided.get((run, call), ("", None))
-        approval = i.approval or approval
-        out.append(
-            ApprovedAction(
-                run_id=run,
-                call_id=call,
-                tool=i.tool,
-                time=i.time,
-                principal=i.principal,
-                agent=i.agent,
-                policy=policy,
-                approver=approval.approver if approval is not None else "",
-                approved_at=approval.time if approval is not None else None,
-                reason=(approval.reason if approval is not None and approval.reason else i.reason),
-                evidence=i.evidence,
-                event_id=i.event_id,
+    def _approved(self) -> list[ApprovedAction]:
+        """Each allowed non-safe action with who or which policy allowed it."""
+        out = []
+        for (run, call), i in self.allowed.items():
+            policy, approval = self.decided.get((run, call), ("", None))
+            approval = i.approval or approval
+            out.append(
+                ApprovedAction(
+                    run_id=run,
+                    call_id=call,
+                    tool=i.tool,
+                    time=i.time,
+                    principal=i.principal,
+                    agent=i.agent,
+                    policy=policy,
+                    approver=approval.approver if approval is not None else "",
+                    approved_at=approval.time if approval is not None else None,
+                    reason=(
+                        approval.reason if approval is not None and approval.reason else i.reason
+                    ),
+                    evidence=i.evidence,
+                    event_id=i.event_id,
+                )
             )
-        )
-    return sorted(out, key=lambda a: (a.time, a.event_id))
+        return out
 
 
 def look_across(
@@ -343,7 +418,3 @@ def look_across(
         for run in state.open_runs():
             for e in each_event(reader, state.skipped, run_id=run, kind="tool_result", since=until):
                 state.results.add((e.run_id, e.call_id))
-
-
-def in_time_order(found: list[Finding]) -> tuple[Finding, ...]:
-    return tuple(sorted(found, key=lambda f: (f.time, f.event_id)))

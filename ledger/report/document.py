@@ -18,10 +18,14 @@ from typing import Any
 
 from ledger.integrity.verify import VerifyResult, log_statement
 from ledger.report.hashes import HashCheck
+from ledger.report.listing import MAX_LISTED, full_listing
+from ledger.report.logcheck import LogScope
 from ledger.report.model import (
+    ApprovalGroup,
     ApprovedAction,
     Denial,
     Finding,
+    Listed,
     TimeBucket,
     ToolStats,
     WhoStats,
@@ -38,7 +42,13 @@ __all__ = ["ComplianceReport"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ComplianceReport:
-    """Everything the compliance officer shows for one window of time."""
+    """Everything the compliance officer shows for one window of time.
+
+    The listings (``runs``, ``denials``, ``missing_results``, ``unsafe_without_intent``,
+    ``approved``, ``outside_runs``) hold at most :data:`~ledger.report.listing.MAX_LISTED`
+    items each, the first in time order; :attr:`counts` says how many each has in the
+    window, and ``approval_groups`` counts every approved action per approver, tool and
+    policy."""
 
     generated_at: datetime
     since: datetime | None
@@ -58,8 +68,44 @@ class ComplianceReport:
     principals: tuple[WhoStats, ...] = ()
     outside_runs: tuple[Finding, ...] = ()
     ledger: str = ""
-    log_check: VerifyResult | None = None  # the Merkle log, verified over the whole ledger
+    log_check: VerifyResult | None = None  # the Merkle log (see log_scope)
     retention: RetentionSection | None = None  # policy, holds, erasures (ledger.report.retention)
+    listed: Listed | None = None  # the listings' totals (None: each listing is complete)
+    approval_groups: tuple[ApprovalGroup, ...] = ()
+    log_scope: LogScope | None = None  # which rows the log check re-read (None: every row)
+
+    @property
+    def counts(self) -> Listed:
+        """How many items each listing has in the window (listed or not)."""
+        if self.listed is not None:
+            return self.listed
+        return Listed(
+            runs=len(self.runs),
+            denials=len(self.denials),
+            missing_results=len(self.missing_results),
+            unsafe_without_intent=len(self.unsafe_without_intent),
+            approved=len(self.approved),
+            outside_runs=len(self.outside_runs),
+        )
+
+    def listing(self) -> dict[str, Any]:
+        """The listings' limit, how many items each leaves out, and the command that
+        lists them all from the ledger."""
+        counts = self.counts.to_dict()
+        shown = {
+            "runs": len(self.runs),
+            "denials": len(self.denials),
+            "missing_results": len(self.missing_results),
+            "unsafe_without_intent": len(self.unsafe_without_intent),
+            "approved": len(self.approved),
+            "outside_runs": len(self.outside_runs),
+        }
+        more = {k: counts[k] - n for k, n in shown.items() if counts[k] > n}
+        return {
+            "limit": MAX_LISTED,
+            "more": more,
+            "full": {k: full_listing(k, self.since, self.until, counts[k]) for k in more},
+        }
 
     @property
     def actions(self) -> int:
@@ -71,17 +117,21 @@ class ComplianceReport:
         """No action ran without a committed intent, no content hash mismatched, and
         the tamper-evident log verified (when the ledger keeps one)."""
         return (
-            not self.unsafe_without_intent
+            not self.counts.unsafe_without_intent
             and not self.hash_check.mismatch_count
             and (self.log_check is None or self.log_check.ok)
         )
 
     def log_statement(self) -> str:
-        """The sentence on the tamper-evident log."""
-        return log_statement(self.log_check)
+        """The sentence on the tamper-evident log, and which rows its check re-read."""
+        said = log_statement(self.log_check)
+        if self.log_scope is not None and self.log_check is not None:
+            said = f"{said}; {self.log_scope.statement()}"
+        return said
 
     def to_dict(self) -> dict[str, Any]:
         """Machine form with stable field names (the ``--format json`` output)."""
+        counts = self.counts
         return {
             "ledger": self.ledger,
             "generated_at": time_text(self.generated_at),
@@ -89,13 +139,13 @@ class ComplianceReport:
             "compliant": self.compliant,
             "totals": {
                 "events": self.events,
-                "runs": len(self.runs),
+                "runs": counts.runs,
                 "actions": self.actions,
-                "denials": len(self.denials),
-                "missing_results": len(self.missing_results),
-                "unsafe_without_intent": len(self.unsafe_without_intent),
-                "approved_actions": len(self.approved),
-                "outside_runs": len(self.outside_runs),
+                "denials": counts.denials,
+                "missing_results": counts.missing_results,
+                "unsafe_without_intent": counts.unsafe_without_intent,
+                "approved_actions": counts.approved,
+                "outside_runs": counts.outside_runs,
             },
             "records_held": {
                 "oldest": time_text(self.oldest_record),
@@ -106,11 +156,12 @@ class ComplianceReport:
             "denials": [d.to_dict() for d in self.denials],
             "missing_results": [f.to_dict() for f in self.missing_results],
             "unsafe_without_intent": {
-                "count": len(self.unsafe_without_intent),
+                "count": counts.unsafe_without_intent,
                 "statement": self.unsafe_statement(),
                 "items": [f.to_dict() for f in self.unsafe_without_intent],
             },
             "approved_actions": [a.to_dict() for a in self.approved],
+            "approval_groups": [g.to_dict() for g in self.approval_groups],
             "who": {
                 "agents": [w.to_dict() for w in self.agents],
                 "principals": [w.to_dict() for w in self.principals],
@@ -119,13 +170,15 @@ class ComplianceReport:
             "hash_check": self.hash_check.to_dict(),
             "log_check": None if self.log_check is None else self.log_check.to_dict(),
             "log_statement": self.log_statement(),
+            "log_scope": None if self.log_scope is None else self.log_scope.to_dict(),
             "timeline": [b.to_dict() for b in self.timeline],
             "retention": None if self.retention is None else self.retention.to_dict(),
+            "listing": self.listing(),
         }
 
     def unsafe_statement(self) -> str:
         """The explicit sentence on non-safe actions that ran without a committed intent."""
-        n = len(self.unsafe_without_intent)
+        n = self.counts.unsafe_without_intent
         if n == 0:
             return "zero non-safe actions ran without a committed intent"
         return f"VIOLATION: {n} non-safe action(s) ran without a committed intent"

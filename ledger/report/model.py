@@ -13,8 +13,10 @@ from ledger.sinks.base import RunSummary
 from ledger.timefmt import format_time_us
 
 __all__ = [
+    "ApprovalGroup",
     "Denial",
     "Finding",
+    "Listed",
     "TimeBucket",
     "ToolStats",
     "run_dict",
@@ -145,6 +147,37 @@ class WhoStats:
     actions: int = 0
     denials: int = 0
     runs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalGroup:
+    """How many allowed non-safe actions one approver (or, ``approver`` "", a policy on
+    its own) allowed on one tool under one policy: the report's count of every approved
+    action, beside the first ones it lists."""
+
+    approver: str
+    tool: str
+    policy: str
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listed:
+    """How many items each of the report's listings holds in the window; the report
+    lists the first :data:`~ledger.report.listing.MAX_LISTED` of each in time order."""
+
+    runs: int = 0
+    denials: int = 0
+    missing_results: int = 0
+    unsafe_without_intent: int = 0
+    approved: int = 0
+    outside_runs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return plain_dict(self)

@@ -19,9 +19,11 @@ from typing import Any, Protocol
 
 from ledger.report.hashes import HashCheck
 from ledger.report.model import (
+    ApprovalGroup,
     ApprovedAction,
     Denial,
     Finding,
+    Listed,
     TimeBucket,
     ToolStats,
     WhoStats,
@@ -78,7 +80,13 @@ class ReportView(Protocol):
     def actions(self) -> int: ...
     @property
     def compliant(self) -> bool: ...
+    @property
+    def counts(self) -> Listed: ...
+    @property
+    def approval_groups(self) -> tuple[ApprovalGroup, ...]: ...
     def unsafe_statement(self) -> str: ...
+    def log_statement(self) -> str: ...
+    def listing(self) -> dict[str, Any]: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 
@@ -256,14 +264,28 @@ def _allowed_by(a: ApprovedAction) -> str:
     return f"policy {a.policy}" if a.policy else "(not recorded)"
 
 
+def _more(r: ReportView, name: str) -> str:
+    """The note under a listing that shows only its first items: how many more, and
+    the command that lists them all."""
+    listing = r.listing()
+    more = listing["more"].get(name)
+    if not more:
+        return ""
+    return (
+        f'<p class="muted">The first {listing["limit"]} in time order are listed, and '
+        f"{more} more: <code>{escape(listing['full'][name])}</code> lists them all.</p>"
+    )
+
+
 def _cards(r: ReportView) -> str:
+    c = r.counts
     items = (
         ("events", r.events),
-        ("runs", len(r.runs)),
+        ("runs", c.runs),
         ("actions", r.actions),
-        ("denials", len(r.denials)),
-        ("no result", len(r.missing_results)),
-        ("ran without intent", len(r.unsafe_without_intent)),
+        ("denials", c.denials),
+        ("no result", c.missing_results),
+        ("ran without intent", c.unsafe_without_intent),
     )
     return (
         '<div class="cards">'
@@ -273,12 +295,14 @@ def _cards(r: ReportView) -> str:
 
 
 def _verdicts(r: ReportView) -> str:
-    cls = "ok" if not r.unsafe_without_intent else "bad"
+    cls = "ok" if not r.counts.unsafe_without_intent else "bad"
     hc = r.hash_check
     hcls = "ok" if hc.available and not hc.mismatch_count else "bad"
+    lcls = "bad" if r.log_statement().startswith("VIOLATION") else "ok"
     return (
         f'<p class="{cls}" id="unsafe-statement"><b>{escape(r.unsafe_statement())}.</b></p>'
         f'<p class="{hcls}" id="hash-statement">{escape(hc.summary())}.</p>'
+        f'<p class="{lcls}" id="log-statement">{escape(r.log_statement())}.</p>'
     )
 
 
@@ -312,6 +336,7 @@ def _sections(r: ReportView) -> list[str]:
             ),
             "No runs in the window.",
         ),
+        _more(r, "runs"),
         "<h2>Actions per tool</h2>",
         _table(
             ("tool", "allowed actions", "denials", "succeeded", "failed", "safe reads"),
@@ -327,7 +352,18 @@ def _sections(r: ReportView) -> list[str]:
             ),
             "No denials in the window.",
         ),
+        _more(r, "denials"),
         "<h2>Approved actions</h2>",
+        '<p class="muted">Allowed non-safe actions per approver (or policy alone), tool '
+        "and policy:</p>",
+        _table(
+            ("allowed by", "tool", "policy", "actions"),
+            (
+                (g.approver or "(policy alone)", g.tool, g.policy or "-", g.count)
+                for g in r.approval_groups
+            ),
+            "No non-safe action was allowed in the window.",
+        ),
         '<p class="muted">Each allowed non-safe action: who or which policy allowed it, '
         "when, for whom, and what it cited.</p>",
         _table(
@@ -347,6 +383,7 @@ def _sections(r: ReportView) -> list[str]:
             ),
             "No non-safe action was allowed in the window.",
         ),
+        _more(r, "approved"),
         "<h2>Who: actions and denials per agent and per principal</h2>",
         _table(
             ("agent", "runs", "allowed actions", "denials"),
@@ -360,13 +397,16 @@ def _sections(r: ReportView) -> list[str]:
         ),
         "<h2>Calls outside any run</h2>",
         _findings(r.outside_runs, "None: every call was made inside a run."),
+        _more(r, "outside_runs"),
         "<h2>Allowed actions with no recorded result</h2>",
         _findings(r.missing_results, "Every allowed action has a recorded result."),
+        _more(r, "missing_results"),
         "<h2>Non-safe actions that ran without a committed intent</h2>",
         _findings(
             r.unsafe_without_intent,
             "None: zero non-safe actions ran without a committed intent.",
         ),
+        _more(r, "unsafe_without_intent"),
         "<h2>Content-hash check</h2>",
         f"<p>{escape(hc.summary())}.</p>",
         _table(
@@ -427,8 +467,9 @@ def _csv_rows(r: ReportView) -> Iterable[list[object]]:
     yield ["summary", "", "", "", time_text(r.until) or "", "", "window until"]
     yield ["summary", "", "", "", time_text(r.oldest_record) or "", "", "oldest record held"]
     yield ["summary", "", "", "", time_text(r.newest_record) or "", "", "newest record held"]
-    yield ["summary", "", "", "", "", len(r.unsafe_without_intent), r.unsafe_statement()]
+    yield ["summary", "", "", "", "", r.counts.unsafe_without_intent, r.unsafe_statement()]
     yield ["hash_check", "", "", "", "", r.hash_check.checked, r.hash_check.summary()]
+    yield ["log_check", "", "", "", "", "", r.log_statement()]
     for run in r.runs:
         yield ["run", run.run_id, "", "", time_text(run.first_time), run.actions, run_outcome(run)]
     for t in r.tools:
@@ -453,6 +494,28 @@ def _csv_rows(r: ReportView) -> Iterable[list[object]]:
             time_text(a.time),
             1,
             f"allowed by {who}; for {a.principal or '-'}; cited {' '.join(a.evidence) or '-'}",
+        ]
+    for g in r.approval_groups:
+        who = g.approver or "(policy alone)"
+        yield [
+            "approval_group",
+            "",
+            "",
+            g.tool,
+            "",
+            g.count,
+            f"allowed by {who}; policy {g.policy or '-'}",
+        ]
+    listing = r.listing()
+    for name, more in listing["more"].items():
+        yield [
+            "listing",
+            "",
+            "",
+            "",
+            "",
+            more,
+            f"{name}: {more} more not listed; {listing['full'][name]}",
         ]
     for w in r.agents:
         yield [
