@@ -26,7 +26,8 @@ server configured with ``synchronous_commit=off`` or ``fsync=off`` weakens that,
 synchronous standby strengthens it. A connection lost during a write raises
 ``StorageError`` and leaves no partial row (one transaction per write); it is never
 retried behind the caller's back. An engine made by ``open`` pings a pooled connection
-before lending it (``pool_pre_ping``), so one that died while idle is replaced first.
+that sat idle in the pool for over a second before lending it, so one that died while
+idle is replaced first (a connection in steady use is lent without that round trip).
 
 Commit order and the Merkle log. Every write also appends its events to the ledger's
 RFC 9162 tree (:mod:`ledger.sinks.tree`) in the same transaction: it locks the tree head
@@ -50,11 +51,13 @@ it holds a ledger write open on another connection (it would wait for itself).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from ledger.errors import (
     DuplicateEvent,
@@ -194,7 +197,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
                 "URL; give one of them"
             )
         schema = schema if schema is not None else parsed.schema
-        options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
+        options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20}
         options.update(engine_options)
         try:
             engine = sa.create_engine(parsed.dsn, **options)
@@ -202,6 +205,8 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             raise ValidationError(
                 f"PostgresSink.open: dsn or engine options refused: {exc}"
             ) from None
+        if not options.get("pool_pre_ping"):
+            _ping_when_idle(engine)
         try:
             sink = cls(engine, schema=schema, migrate=migrate)
             if not migrate:
@@ -369,14 +374,21 @@ class PostgresSink(Writing, TreeReading, SQLReader):
     def _insert_all(self, rows: list[Row]) -> None:
         """One transaction. A connection lost on the way raises (nothing is retried: the
         caller hears of it, and the transaction that did not commit left no row); the
-        engines the sink opens check a pooled connection before lending it, so one that
-        died idle (a server restart, say) is replaced without a failed write."""
+        engines the sink opens check a pooled connection that sat idle before lending
+        it, so one that died idle (a server restart, say) is replaced without a failed
+        write.
+
+        The common case is one round trip: the statement of :meth:`_insert_at_once`,
+        run in autocommit mode, is a transaction of its own (PostgreSQL commits it,
+        flushing its WAL, before it answers)."""
+        cached = self._appender.cached()
+        if cached is not None:
+            with self._engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+                if self._insert_at_once(conn, rows, cached):
+                    return
+        # the head moved (another writer) or no cache: the long way, in a transaction
         with self._engine.connect() as conn:
-            cached = self._appender.cached()
-            if cached is not None and self._insert_at_once(conn, rows, cached):
-                conn.commit()
-                return
-            conn.rollback()  # the head moved (another writer) or no cache: the long way
             after = self._tree_begin(conn).copy()
             self._insert(conn, number_rows(after, rows))
             root = self._tree_finish(conn, after)
@@ -384,9 +396,10 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         self._appender.committed(after, root)
 
     def _insert_at_once(self, conn: sa.Connection, rows: list[Row], frontier: Frontier) -> bool:
-        """The common case in one statement (one round trip before the commit): lock
-        the head, and only if it is still the cached one, insert the rows, their nodes
-        and the new head. False (nothing written) when the head moved."""
+        """The common case in one statement: lock the head, and only if it is still
+        the cached one, insert the rows (with their nodes) and the new head; every part
+        of it hangs on the head's lock, so it writes all or nothing. False (nothing
+        written) when the head moved."""
         size, before = frontier.size, self._appender.root()
         after = frontier.copy()
         columns = [list(col) for col in zip(*number_rows(after, rows), strict=True)]
@@ -516,6 +529,34 @@ class PostgresSink(Writing, TreeReading, SQLReader):
     def __repr__(self) -> str:
         schema = f", schema={self.schema!r}" if self.schema else ""
         return f"PostgresSink({self._engine.url.render_as_string(hide_password=True)!r}{schema})"
+
+
+_IDLE_PING_S = 1.0  # a pooled connection idle longer than this is pinged before use
+_IDLE_SINCE = "ledger_idle_since"
+
+
+def _ping_when_idle(engine: sa.Engine) -> None:
+    """Ping a pooled connection before lending it when it sat idle in the pool for over
+    :data:`_IDLE_PING_S` (one that died meanwhile, a server restart say, is replaced
+    before a write can fail on it). A connection in steady use is lent without the
+    round trip ``pool_pre_ping`` would add to every write."""
+
+    def checkin(dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    def checkout(dbapi_conn: Any, record: ConnectionPoolEntry, proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None or time.monotonic() - since < _IDLE_PING_S:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception:
+            alive = False
+        if not alive:
+            raise sa.exc.DisconnectionError("the pooled connection died while idle")
+
+    sa.event.listen(engine, "checkin", checkin)
+    sa.event.listen(engine, "checkout", checkout)
 
 
 def _not_acknowledged(exc: sa.exc.DBAPIError) -> StorageError:

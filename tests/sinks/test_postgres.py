@@ -98,23 +98,26 @@ def test_tail_never_skips_a_row_that_commits_late(
 def test_terminated_backend_raises_and_leaves_no_partial_row(
     pg_store: Store, pg_engine: sa.Engine, run_id: str
 ) -> None:
-    """The server terminates the writer's backend just before every third COMMIT reaches
-    it (a real pg_terminate_backend from another session): that commit_action raises,
-    and its row is absent; every acknowledged one is present; the pool recovers."""
+    """The server terminates the writer's backend just before every third write reaches
+    it (a real pg_terminate_backend from another session; a write is one statement that
+    commits itself, or a transaction ending in COMMIT): that commit_action raises, and
+    its row is absent; every acknowledged one is present; the pool recovers."""
     sink = PostgresSink.open(pg_store.dsn, schema=pg_store.schema)
     engine: sa.Engine = sink._engine
-    commits = 0
+    writes = 0
     terminate = sa.text("SELECT pg_terminate_backend(:pid, 5000)")
 
-    def before_commit(conn: sa.Connection) -> None:
-        nonlocal commits
-        commits += 1
-        if commits % 3 == 0:
+    def before_write(conn: sa.Connection, cursor: Any, statement: str, *_: Any) -> None:
+        nonlocal writes
+        if "INSERT INTO" not in statement:
+            return
+        writes += 1
+        if writes % 3 == 0:
             pid = conn.connection.dbapi_connection.info.backend_pid  # type: ignore[union-attr]
             with pg_engine.begin() as admin:
                 assert admin.execute(terminate, {"pid": pid}).scalar()
 
-    sa.event.listen(engine, "commit", before_commit)
+    sa.event.listen(engine, "before_cursor_execute", before_write)
     acked: list[str] = []
     failed: list[str] = []
     for i in range(30):
@@ -125,7 +128,7 @@ def test_terminated_backend_raises_and_leaves_no_partial_row(
         except StorageError as exc:
             assert "not acknowledged" in str(exc)
             failed.append(str(ev.event_id))
-    sa.event.remove(engine, "commit", before_commit)
+    sa.event.remove(engine, "before_cursor_execute", before_write)
     assert len(failed) == 10
     reader = pg_store.open()
     stored = {str(e.event_id) for e in reader.events(run_id=run_id)}  # every row parses
