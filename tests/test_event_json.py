@@ -609,7 +609,6 @@ def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
         _minimal(args="1.50"),
         _minimal(args='"\\u00e9"'),
         _minimal(args="-0"),
-        _minimal(extra='"x"'),  # an unknown member
         _minimal(refs='[{"source":"tool","id":"x","extra":1}]'),
         _minimal(refs="{}"),
         _minimal(verdict='"maybe"'),
@@ -755,6 +754,18 @@ def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
     exact = event_from_json(Event, line)  # raises if the fast path accepted a bad line
     assert fast == exact
     assert (fast.args, fast.result) == (exact.args, exact.result)
+
+
+@pytest.mark.parametrize("extra", ['"x"', '{"a":[1,{"b":null}]}', "1.5", "[]"])
+def test_compact_decoding_leaves_out_unknown_members_as_the_exact_path_does(extra: str) -> None:
+    from ledger.model.codec import _decode_compact as _dc
+    from ledger.model.codec import event_from_json
+    from ledger.model.event import Event as _E
+
+    line = _minimal(args='{"a":1}', extra=extra)
+    fast = _dc(_E, line)
+    assert fast is not None
+    assert fast == event_from_json(Event, line) == Event.from_json(_minimal(args='{"a":1}'))
 
 
 def test_deeply_nested_json_is_refused_not_a_recursion_error() -> None:

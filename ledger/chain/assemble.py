@@ -48,6 +48,7 @@ from ledger.chain.parts import (
 from ledger.chain.views import chain_dict, render_chain
 from ledger.errors import CallNotFound
 from ledger.ids import ulid_text
+from ledger.model.codec import checked_ref
 from ledger.model.erasure import erased_text
 from ledger.model.event import Event
 from ledger.model.values import Kind, Ref, RefSource, Verdict
@@ -128,7 +129,7 @@ def result_ref(result: Event) -> Ref:
     """The tool ref of a safe read: the result's event id and the SHA-256 of its raw
     result text (empty when it has none)."""
     digest = "" if result.result is None else sha256_hex(result.result)
-    return Ref(source=RefSource.TOOL, id=ulid_text(result.event_id), hash=digest)
+    return checked_ref(RefSource.TOOL, ulid_text(result.event_id), digest)  # ASCII texts
 
 
 def _flag(
@@ -151,7 +152,7 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
     call whose intent was denied, or whose gate decision was not a safe allowance, is a
     ``result_without_intent`` anomaly.
     """
-    ordered = list(events)
+    ordered = tuple(events)
     runs: dict[str, None] = {}
     requests: list[Event] = []
     by_call: dict[str, list[Event]] = {}
@@ -159,24 +160,29 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
     intents: list[Event] = []
     sources: list[Event] = []  # retrieved events and tool results, in event order
     decisions: dict[str, DecisionMark] = {}  # call id -> its first gate decision
-    for i, e in enumerate(ordered):
-        if e.run_id:
-            runs[e.run_id] = None
-        kind = e.kind
-        if kind is Kind.ACTION:
-            intents.append(e)
-            last[id(e)] = i
-        elif kind is Kind.TOOL_RESULT:
+    decision, result, action = Kind.GATE_DECISION, Kind.TOOL_RESULT, Kind.ACTION
+    for i, e in enumerate(ordered):  # the kinds a gate writes most, first
+        run, kind, call = e.run_id, e.kind, e.call_id
+        if run:
+            runs[run] = None
+        if kind is decision:
+            if call and call not in decisions:
+                decisions[call] = decision_mark(e)
+        elif kind is result:
             sources.append(e)
             last[id(e)] = i
-            if e.call_id:
-                by_call.setdefault(e.call_id, []).append(e)
+            if call:
+                if call in by_call:
+                    by_call[call].append(e)
+                else:
+                    by_call[call] = [e]
+        elif kind is action:
+            intents.append(e)
+            last[id(e)] = i
         elif kind is Kind.RETRIEVED:
             sources.append(e)
         elif kind is Kind.REQUEST:
             requests.append(e)
-        elif kind is Kind.GATE_DECISION and e.call_id and e.call_id not in decisions:
-            decisions[e.call_id] = decision_mark(e)
     anomalies: list[Anomaly] = []
     run_id = _run_id(list(runs), anomalies)
     request = _request(requests, anomalies)
@@ -190,7 +196,7 @@ def assemble_chain(events: Iterable[Event]) -> Chain:
         available=tuple(reads),
         actions=tuple(actions),
         anomalies=tuple(anomalies),
-        events=tuple(ordered),
+        events=ordered,
     )
 
 

@@ -26,10 +26,10 @@ from ulid import ULID
 
 from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_bytes
 from ledger.errors import ValidationError
-from ledger.ids import coerce_event_id, ulid_text
+from ledger.ids import ulid_text
 from ledger.model.erasure import Erasure
 from ledger.model.values import INT64_MAX, JSON_WS, Actor, Approval, Kind, Ref, RefSource, Verdict
-from ledger.timefmt import coerce_time, format_time
+from ledger.timefmt import format_time
 
 
 class EventFields(Protocol):
@@ -79,6 +79,7 @@ E = TypeVar("E", bound=EventFields)
 
 __all__ = [
     "EventFields",
+    "checked_ref",
     "encode_event",
     "encode_event_hashed",
     "event_canonical_hash",
@@ -338,11 +339,55 @@ def _event_from_json(cls: type[E], text: str | bytes) -> E:
 
 # --- decoding compact JSON (what to_json writes) without the exact scanner --------------
 
-_TEXT_FIELDS = ("run_id", "call_id", "agent_path", "tool", "label", "preview", "reason", "err")
 _KINDS: dict[object, Kind] = dict(Kind._value2member_map_)
 _VERDICTS: dict[object, Verdict] = dict(Verdict._value2member_map_)
 _SOURCES: dict[object, RefSource] = dict(RefSource._value2member_map_)
 _REF_KEYS = frozenset(("source", "id", "hash"))
+_TIME_LENGTHS = frozenset({20, *range(22, 28)})  # parse_time's own layout: 0, 1-6 digits
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# each ASCII Crockford digit (either case) to the digit of its value in int(..., 32);
+# every other byte to "!", which int() refuses: an id read as coerce_event_id reads it
+_ULID_DIGITS = bytes(
+    ord("0123456789abcdefghijklmnopqrstuv"[_CROCKFORD.index(chr(b).upper())])
+    if b < 128 and chr(b).upper() in _CROCKFORD
+    else ord("!")
+    for b in range(256)
+)
+_loads, _dumps, _new, _fromiso = orjson.loads, orjson.dumps, object.__new__, datetime.fromisoformat
+_set = object.__setattr__
+_DECLINE = (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError, UnicodeEncodeError)
+_EVENT_SLOTS = (
+    "kind", "event_id", "run_id", "call_id", "refs", "time", "agent_path", "tool", "label",
+    "preview", "args", "verdict", "reason", "result", "err", "duration_ms", "actor",
+    "approval", "erased",
+)  # fmt: skip
+
+
+class _EventSlots:
+    """An event's 19 slots, plainly writable: a decoded event is filled in as one of
+    these and then becomes the event class (see :func:`_twin_of`)."""
+
+    __slots__ = _EVENT_SLOTS
+
+
+class _RefSlots:
+    __slots__ = ("hash", "id", "source")
+
+
+def _swappable(twin: type, cls: type) -> bool:
+    """True when an instance of ``twin`` may become a ``cls`` by assigning ``__class__``:
+    Python allows it between classes of one layout (the same slots, no ``__dict__``),
+    and the object is then an ordinary ``cls`` (frozen, compared and hashed as one)."""
+    probe: Any = _new(twin)
+    try:
+        probe.__class__ = cls
+    except TypeError:
+        return False
+    return True
+
+
+_TWINS: dict[type, bool] = {}
+_REF_TWIN = _swappable(_RefSlots, Ref)
 
 
 def _decode_compact(cls: type[E], text: object) -> E | None:
@@ -353,72 +398,112 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     Compact means ``orjson`` writes the parsed value back to exactly ``text``; then the
     raw ``args``/``result`` texts are exactly ``orjson``'s output for their values, so
     they are recovered byte-exact without a scanner. Every field is checked as the
-    constructor checks it (types, enums, id, time, range); strings that ``orjson``
-    parsed and wrote back are valid Unicode.
+    constructor checks it (types, enums, id, time, range), once, straight from the parsed
+    members (no keyword arguments, no second validation): strings that ``orjson`` parsed
+    and wrote back are valid Unicode, the id is read as ``coerce_event_id`` reads it and
+    the time as ``parse_time`` reads its own layout, so the event is the one the
+    constructor would make (a property test holds the two paths equal). It is filled in
+    through plain slots and then made a ``cls`` (:func:`_swappable`), which costs a
+    third of setting 19 frozen slots one by one.
     """
     try:
-        obj = orjson.loads(text)  # type: ignore[arg-type]
-        if type(obj) is not dict:
+        obj = _loads(text)  # type: ignore[arg-type]
+        if type(obj) is not dict or _dumps(obj) != (text.encode() if type(text) is str else text):
             return None
-        back = orjson.dumps(obj)
-        if back != (text.encode("utf-8") if type(text) is str else text):
-            return None
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError, UnicodeEncodeError):
+    except _DECLINE:
         return None
-    if not obj.keys() <= _KNOWN:
-        return None
-    get = obj.get
-    kind, event_id, time = get("kind"), get("event_id"), get("time")
-    if type(kind) is not str or type(event_id) is not str or type(time) is not str:
-        return None
-    if (kind := _KINDS.get(kind)) is None:
-        return None
-    verdict = get("verdict", "")  # "" reads as absent, as the exact path reads it
-    if type(verdict) is not str:
-        return None
-    if verdict and (verdict := _VERDICTS.get(verdict)) is None:
-        return None
-    duration = get("duration_ms", 0)
-    if type(duration) is not int or not 0 <= duration <= INT64_MAX:
-        return None
-    texts = [get(name, "") for name in _TEXT_FIELDS]
-    if not all(type(t) is str for t in texts):
-        return None
-    refs = _decode_refs(get("refs"))
-    if refs is None:
+    get = obj.get  # members it does not know are left out, as the exact path leaves them
+    event_id, time, verdict = get("event_id"), get("time"), get("verdict", "")
+    run_id, call_id, agent_path = get("run_id", ""), get("call_id", ""), get("agent_path", "")
+    tool, label, preview = get("tool", ""), get("label", ""), get("preview", "")
+    reason, err, duration = get("reason", ""), get("err", ""), get("duration_ms", 0)
+    if not (
+        type(event_id)
+        is type(time)
+        is type(verdict)
+        is type(run_id)
+        is type(call_id)
+        is type(agent_path)
+        is type(tool)
+        is type(label)
+        is type(preview)
+        is type(reason)
+        is type(err)
+        is str
+    ) or (type(duration) is not int or not 0 <= duration <= INT64_MAX):
         return None
     try:
-        eid, when = coerce_event_id(event_id), coerce_time(time)
-    except ValidationError:
+        kind = _KINDS[obj["kind"]]
+        verdict = _VERDICTS[verdict] if verdict else None  # "" reads as absent, as exactly
+    except (KeyError, TypeError):
+        return None
+    if len(event_id) != 26 or not event_id.isascii():
+        return None
+    try:
+        number = int(event_id.encode().translate(_ULID_DIGITS), 32)
+    except ValueError:
+        return None
+    if number >> 128 or (
+        len(time) not in _TIME_LENGTHS
+        or time[-1] != "Z"
+        or time[10] != "T"
+        or time[4] != "-"
+        or time[7] != "-"
+        or not time.isascii()
+    ):
+        return None
+    try:
+        when = _fromiso(time)
+    except ValueError:
+        return None
+    refs = get("refs")
+    refs = () if refs is None or refs == [] else _decode_refs(refs)
+    if refs is None:
         return None
     args, result = get("args", _ABSENT), get("result", _ABSENT)
     who, approval, gone = get("actor"), get("approval"), get("erased")
     try:
-        actor = None if who is None else _actor(who)
+        actor = None
+        if who is not None:  # the cache first: an actor found there is a valid, set one
+            actor = _ACTORS.get(tuple(who.items())) if type(who) is dict else None
+            if actor is None and (actor := _actor(who)) is None:
+                return None
         approved = None if approval is None else Approval.from_dict(approval)
         erased = None if gone is None else Erasure.from_dict(gone)
     except (ValidationError, TypeError):
         return None
-    if (actor is not None and not actor) or (
-        approved is not None and approval_dict(approved) != approval
-    ):
-        return None  # not what to_json writes: the exact path decides
-    ev = object.__new__(cls)
-    set_ = object.__setattr__
-    for name, value in zip(_TEXT_FIELDS, texts, strict=True):
-        set_(ev, name, value)
-    set_(ev, "event_id", eid)
-    set_(ev, "time", when)
-    set_(ev, "kind", kind)
-    set_(ev, "refs", refs)
-    set_(ev, "verdict", verdict or None)
-    set_(ev, "duration_ms", duration)
-    set_(ev, "actor", actor)
-    set_(ev, "approval", approved)
-    set_(ev, "erased", erased)
-    set_(ev, "args", None if args is _ABSENT else orjson.dumps(args).decode("utf-8"))
-    set_(ev, "result", None if result is _ABSENT else orjson.dumps(result).decode("utf-8"))
-    return ev
+    eid = _new(ULID)
+    eid.bytes = number.to_bytes(16, "big")  # all ULID.from_bytes sets, already checked
+    ev: Any = _new(_EventSlots)
+    ev.kind = kind
+    ev.event_id = eid
+    ev.run_id = run_id
+    ev.call_id = call_id
+    ev.refs = refs
+    ev.time = when
+    ev.agent_path = agent_path
+    ev.tool = tool
+    ev.label = label
+    ev.preview = preview
+    ev.args = None if args is _ABSENT else _dumps(args).decode()
+    ev.verdict = verdict
+    ev.reason = reason
+    ev.result = None if result is _ABSENT else _dumps(result).decode()
+    ev.err = err
+    ev.duration_ms = duration
+    ev.actor = actor
+    ev.approval = approved
+    ev.erased = erased
+    swap = _TWINS.get(cls)
+    if swap is None:
+        swap = _TWINS[cls] = _swappable(_EventSlots, cls)
+    if swap:
+        ev.__class__ = cls
+        return ev  # type: ignore[no-any-return]
+    out = _new(cls)  # a class of another layout: its slots set one by one
+    for name in _EVENT_SLOTS:
+        _set(out, name, getattr(ev, name))
+    return out
 
 
 _ABSENT = object()
@@ -426,24 +511,45 @@ _ACTORS: dict[tuple[tuple[str, object], ...], Actor] = {}
 _ACTOR_KEYS = frozenset(("principal", "agent_id", "agent_version"))
 
 
-def _actor(value: object) -> Actor:
+def _actor(value: object) -> Actor | None:
     """``Actor.from_dict(value)``, made once per distinct actor (a ledger holds few; the
-    value is frozen, so one object serves every event naming it)."""
+    value is frozen, so one object serves every event naming it); None for an empty
+    actor, which the exact path reads as no actor (so the compact path declines it)."""
     if type(value) is not dict or not value.keys() <= _ACTOR_KEYS:
-        return Actor.from_dict(value)
+        return Actor.from_dict(value) or None
     key = tuple(value.items())  # an unhashable member raises TypeError: the exact path
     found = _ACTORS.get(key)
     if found is None:
         found = Actor.from_dict(value)
+        if not found:
+            return None
         if len(_ACTORS) >= 4096:
             _ACTORS.clear()
         _ACTORS[key] = found
     return found
 
 
+def checked_ref(source: RefSource | str, id_: str, hash_: str) -> Ref:
+    """The :class:`Ref` ``Ref(source=source, id=id_, hash=hash_)`` for values already
+    known valid (strings of valid Unicode; ``source`` a :class:`RefSource` when it names
+    one), made without checking them again: for decoders and the chain, whose inputs
+    were checked when read.
+
+    >>> checked_ref(RefSource.TOOL, "01J", "") == Ref(source="tool", id="01J")
+    True
+    """
+    ref: Any = _new(_RefSlots if _REF_TWIN else Ref)
+    if _REF_TWIN:
+        ref.source, ref.id, ref.hash = source, id_, hash_
+        ref.__class__ = Ref
+    else:
+        _set(ref, "source", source)
+        _set(ref, "id", id_)
+        _set(ref, "hash", hash_)
+    return ref  # type: ignore[no-any-return]
+
+
 def _decode_refs(value: object) -> tuple[Ref, ...] | None:
-    if value is None or value == []:
-        return ()
     if type(value) is not list:
         return None
     out = []
@@ -451,11 +557,7 @@ def _decode_refs(value: object) -> tuple[Ref, ...] | None:
         if type(item) is not dict or not item.keys() <= _REF_KEYS:
             return None
         source, id_, hash_ = item.get("source", ""), item.get("id", ""), item.get("hash", "")
-        if type(source) is not str or type(id_) is not str or type(hash_) is not str:
+        if not type(source) is type(id_) is type(hash_) is str:
             return None
-        ref = object.__new__(Ref)
-        object.__setattr__(ref, "source", _SOURCES.get(source, source))
-        object.__setattr__(ref, "id", id_)
-        object.__setattr__(ref, "hash", hash_)
-        out.append(ref)
+        out.append(checked_ref(_SOURCES.get(source, source), id_, hash_))
     return tuple(out)
