@@ -1,7 +1,10 @@
 """What erasure costs, as ratios against baselines measured in the same run.
 
-    python benchmarks/retention.py             # 1,000,000-event SQLite ledger
+    python benchmarks/retention.py             # 1,000,000-event SQLite ledger (and
+                                               # PostgreSQL when $LEDGER_TEST_POSTGRES_DSN
+                                               # or --postgres DSN is given)
     python benchmarks/retention.py --quick     # 100,000 events, for a smoke run
+    python benchmarks/retention.py --only postgres
 
 Bars (the script exits 1 when one fails):
 
@@ -12,7 +15,9 @@ Bars (the script exits 1 when one fails):
   ? WHERE seq = ?`` for each, then ``COMMIT``, on a connection with the sink's
   ``synchronous=FULL``): what deleting the data by hand costs. Each repetition erases
   another run (an erasure happens once), candidate and baseline alternate, MEDIANS
-  compared;
+  compared. On PostgreSQL the same, in a schema of its own (dropped afterwards), the
+  baseline through a plain psycopg connection (``executemany`` of the same ``UPDATE``,
+  pipelined by psycopg, then ``COMMIT``);
 - erasing by date streams: the peak memory (``tracemalloc``) of an erasure of 100,000
   events is <= 2x that of an erasure of 10,000 events (memory does not grow with the
   count).
@@ -21,6 +26,7 @@ Bars (the script exits 1 when one fails):
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import sys
@@ -29,6 +35,7 @@ import time
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -44,27 +51,32 @@ RUN = 1000  # events per run
 def build(path: Path, events: int) -> None:
     """``events`` old events in runs of 1,000, one second apart, in batches of 5,000."""
     with SQLiteSink(path) as sink:
-        batch: list[Event] = []
-        for i in range(events):
-            run = f"run-{i // RUN:05d}"
-            batch.append(
-                Event(
-                    kind="tool_result" if i % 2 else "action",
-                    run_id=run,
-                    call_id=f"c{(i % RUN) // 2}",
-                    tool="send_mail",
-                    time=T0 + timedelta(seconds=i),
-                    args=None if i % 2 else {"to": f"user{i}@example.com", "body": "x" * 80},
-                    verdict=None if i % 2 else "allowed",
-                    result={"sent": f"user{i}@example.com"} if i % 2 else None,
-                )
+        fill(sink, events)
+
+
+def fill(sink: Any, events: int) -> None:
+    """Write the benchmark's history into ``sink`` and set a policy."""
+    batch: list[Event] = []
+    for i in range(events):
+        run = f"run-{i // RUN:05d}"
+        batch.append(
+            Event(
+                kind="tool_result" if i % 2 else "action",
+                run_id=run,
+                call_id=f"c{(i % RUN) // 2}",
+                tool="send_mail",
+                time=T0 + timedelta(seconds=i),
+                args=None if i % 2 else {"to": f"user{i}@example.com", "body": "x" * 80},
+                verdict=None if i % 2 else "allowed",
+                result={"sent": f"user{i}@example.com"} if i % 2 else None,
             )
-            if len(batch) == 5000:
-                sink.record_many(batch)
-                batch = []
-        if batch:
+        )
+        if len(batch) == 5000:
             sink.record_many(batch)
-        Retention(sink).set_policy(keep="400d", floor="180d", reason="benchmark")
+            batch = []
+    if batch:
+        sink.record_many(batch)
+    Retention(sink).set_policy(keep="400d", floor="180d", reason="benchmark")
 
 
 def plain_update(path: Path, run: str) -> float:
@@ -86,12 +98,84 @@ def plain_update(path: Path, run: str) -> float:
     return took
 
 
-def erase_run(sink: SQLiteSink, run: str) -> float:
+def erase_run(sink: Any, run: str) -> float:
     start = time.perf_counter()
     done = Retention(sink).erase(Selection.of_run(run), reason="benchmark", by="bench")
     took = time.perf_counter() - start
     assert done.erased == RUN, done
     return took
+
+
+def pg_plain_update(dsn: str, schema: str, run: str) -> float:
+    """The PostgreSQL baseline: one transaction updating every row of ``run``."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        table = f'"{schema}".events'
+        start = time.perf_counter()
+        seqs = [r[0] for r in conn.execute(f"SELECT seq FROM {table} WHERE run_id = %s", (run,))]
+        with conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                f"UPDATE {table} SET event_json = %s, content_hash = %s WHERE seq = %s",
+                [('{"erased":true}', None, s) for s in seqs],
+            )
+        took = time.perf_counter() - start
+    assert len(seqs) == RUN, len(seqs)
+    return took
+
+
+def run_bar(label: str, events: int, reps: int, erase: Any, plain: Any) -> None:
+    """Alternate ``erase(run)`` and ``plain(run)`` on distinct runs; compare medians."""
+    runs = events // RUN
+    candidates = [f"run-{runs - 1 - 2 * i:05d}" for i in range(reps)]
+    baselines = [f"run-{runs - 2 - 2 * i:05d}" for i in range(reps)]
+    erase_s: list[float] = []
+    plain_s: list[float] = []
+    for cand, base in zip(candidates, baselines, strict=True):
+        erase_s.append(erase(cand))
+        plain_s.append(plain(base))
+    e, p = statistics.median(erase_s), statistics.median(plain_s)
+    print(f"{label}: erase one run of {RUN:,} events in a {events:,}-event ledger ({reps} reps):")
+    print(f"  erase:        median {e * 1000:.1f} ms  ({RUN / e:,.0f} events/s)")
+    print(f"  plain UPDATE: median {p * 1000:.1f} ms  ({RUN / p:,.0f} rows/s)")
+    bar(f"{label} erase rate / plain UPDATE rate", p / e, 0.5)
+
+
+def postgres(dsn: str, events: int, reps: int) -> None:
+    """The run bar on PostgreSQL, in a schema made for it and dropped afterwards."""
+    import sqlalchemy as sa
+
+    from ledger.ids import new_event_id
+    from ledger.sinks import PostgresSink
+    from ledger.sinks.url import parse_url
+
+    schema = f"bench_retention_{str(new_event_id()).lower()}"
+    plain_dsn = parse_url(dsn).dsn
+    assert plain_dsn is not None
+    try:
+        with PostgresSink.open(dsn, schema=schema) as sink:
+            start = time.perf_counter()
+            fill(sink, events)
+            print(
+                f"built a {events:,}-event PostgreSQL ledger in {time.perf_counter() - start:.1f} s"
+            )
+            psycopg_dsn = plain_dsn.replace("postgresql+psycopg://", "postgresql://")
+            import psycopg
+
+            with psycopg.connect(psycopg_dsn, autocommit=True) as conn:
+                conn.execute(f'VACUUM ANALYZE "{schema}".events')
+            run_bar(
+                "PostgreSQL",
+                events,
+                reps,
+                lambda run: erase_run(sink, run),
+                lambda run: pg_plain_update(psycopg_dsn, schema, run),
+            )
+    finally:
+        engine = sa.create_engine(plain_dsn, poolclass=sa.pool.NullPool)
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        engine.dispose()
 
 
 def bar(name: str, value: float, limit: float, *, at_least: bool = True) -> None:
@@ -106,31 +190,47 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 events, fewer reps")
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--only", choices=("sqlite", "postgres"), default=None)
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("LEDGER_TEST_POSTGRES_DSN", ""),
+        metavar="DSN",
+        help="PostgreSQL to measure on (default: $LEDGER_TEST_POSTGRES_DSN; none: skipped)",
+    )
     args = parser.parse_args()
     events = 100_000 if args.quick else 1_000_000
     reps = 3 if args.quick else args.reps
+    if args.only != "postgres":
+        sqlite(events, reps, quick=args.quick)
+    if args.only != "sqlite":
+        if args.postgres:
+            postgres(args.postgres, events, reps)
+        else:
+            print("PostgreSQL: skipped (give --postgres DSN or set LEDGER_TEST_POSTGRES_DSN)")
+    if FAILED:
+        print(f"FAILED: {', '.join(FAILED)}")
+        return 1
+    print("all bars met")
+    return 0
+
+
+def sqlite(events: int, reps: int, *, quick: bool) -> None:
+    """The run bar and the streaming bar on SQLite."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ledger.db"
         start = time.perf_counter()
         build(path, events)
-        print(f"built a {events:,}-event ledger in {time.perf_counter() - start:.1f} s")
-        runs = events // RUN
-        # runs from the end of the ledger for the run bar, from the start for the date bar
-        candidates = [f"run-{runs - 1 - 2 * i:05d}" for i in range(reps)]
-        baselines = [f"run-{runs - 2 - 2 * i:05d}" for i in range(reps)]
-        erase_s: list[float] = []
-        plain_s: list[float] = []
+        print(f"built a {events:,}-event SQLite ledger in {time.perf_counter() - start:.1f} s")
         with SQLiteSink(path) as sink:
-            for cand, base in zip(candidates, baselines, strict=True):
-                erase_s.append(erase_run(sink, cand))
-                plain_s.append(plain_update(path, base))
-        e, p = statistics.median(erase_s), statistics.median(plain_s)
-        print(f"erase one run of {RUN:,} events in a {events:,}-event ledger ({reps} reps):")
-        print(f"  erase:        median {e * 1000:.1f} ms  ({RUN / e:,.0f} events/s)")
-        print(f"  plain UPDATE: median {p * 1000:.1f} ms  ({RUN / p:,.0f} rows/s)")
-        bar("erase rate / plain UPDATE rate", p / e, 0.5)
+            run_bar(
+                "SQLite",
+                events,
+                reps,
+                lambda run: erase_run(sink, run),
+                lambda run: plain_update(path, run),
+            )
 
-        small, large = (10_000, 100_000) if not args.quick else (5_000, 50_000)
+        small, large = (10_000, 100_000) if not quick else (5_000, 50_000)
         peaks = []
         with SQLiteSink(path) as sink:
             r = Retention(sink)
@@ -149,11 +249,6 @@ def main() -> int:
                     f"{peak / 1e6:.1f} MB"
                 )
         bar(f"peak memory {large:,} / {small:,} events", peaks[1] / peaks[0], 2.0, at_least=False)
-    if FAILED:
-        print(f"FAILED: {', '.join(FAILED)}")
-        return 1
-    print("all bars met")
-    return 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ the ledger, and erasing it would hide the tampering, so the erasure is refused.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from ulid import ULID
 
@@ -44,9 +46,10 @@ from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
 from ledger.integrity.note import NoteSigner, Verifier
-from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, erase_stored, tombstone_of
+from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
 from ledger.model.event import Event
 from ledger.retention.records import (
+    ADMIN_RUN_PREFIX,
     HOLD_ADD_TOOL,
     HOLD_RELEASE_TOOL,
     POLICY_TOOL,
@@ -63,6 +66,7 @@ from ledger.retention.rules import (
     require_reason,
 )
 from ledger.retention.tables import RetentionTables
+from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
 from ledger.sinks.tree import TreeAppender, TreeTables, fetch_nodes, owned_nodes
 from ledger.timefmt import format_time, utc_now
@@ -662,12 +666,25 @@ class Retention:
                     "no retention policy is set, so nothing may be erased: set one first "
                     "with `ledger retention set --keep 400d --floor 180d`"
                 )
-            where = self._where(conn, selection)
-            self._check_floor(conn, where, state, txn.now)
-            self._check_holds(conn, where)
-            erased, already, digest, stones = self._tombstones(
-                conn, where, wanted, record_id, why, dry_run, each
-            )
+            where = self._where(conn, selection, listing=each is not None)
+            holds = self._holds(conn, released=False)
+            if each is not None:  # refuse before anything is listed
+                self._check_floor(conn, where, state, txn.now)
+                self._check_holds(conn, where, holds)
+            guard = _Guard(to_micros(state.policy.cutoff(txn.now)), holds)
+            try:
+                erased, already, digest, stones = self._tombstones(
+                    conn, selection, wanted, record_id, why, dry_run, each, guard
+                )
+            except _Violation:
+                # a selected row inside the floor or under a hold: say exactly what
+                self._check_floor(conn, where, state, txn.now)
+                self._check_holds(conn, where, holds)
+                raise refuse("a selected event is inside the floor or under a hold") from None
+            if selection.run_id is not None and not erased and not already:
+                raise refuse(
+                    f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
+                )
             outcome = ErasureOutcome(
                 selection=selection,
                 fields=wanted,
@@ -726,8 +743,10 @@ class Retention:
             is not None
         )
 
-    def _where(self, conn: sa.Connection, selection: Selection) -> list[Any]:
-        """The WHERE clauses of ``selection``, after checking it names what exists."""
+    def _where(self, conn: sa.Connection, selection: Selection, *, listing: bool) -> list[Any]:
+        """The WHERE clauses of ``selection`` (for the exact counts of a refusal), after
+        checking it names what exists. An unknown run is found by the scan itself
+        (no row) unless ``listing`` (a dry run lists nothing before a refusal)."""
         t = self._events
         if selection.run_id is not None:
             if is_admin_run(selection.run_id):
@@ -735,14 +754,14 @@ class Retention:
                     f"run {selection.run_id} records a retention change; the records of "
                     "retention are kept (they are the proof of what was erased)"
                 )
-            if not self._run_exists(conn, selection.run_id):
+            if listing and not self._run_exists(conn, selection.run_id):
                 raise refuse(
                     f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
                 )
             return [t.c.run_id == selection.run_id]
         if selection.before is not None:
             before = to_micros(selection.before, "--before")
-            return [t.c.time_us < before, sa.not_(t.c.run_id.startswith("ledger-retention-"))]
+            return [t.c.time_us < before, _not_admin(t.c.run_id)]
         ids = list(dict.fromkeys(selection.event_ids))
         found: dict[str, str] = {}
         for start in range(0, len(ids), 500):
@@ -778,9 +797,9 @@ class Retention:
                 f"{format_time(from_micros(cutoff))} may be erased)"
             )
 
-    def _check_holds(self, conn: sa.Connection, where: list[Any]) -> None:
+    def _check_holds(self, conn: sa.Connection, where: list[Any], holds: list[Hold]) -> None:
         t = self._events
-        for hold in self._holds(conn, released=False):
+        for hold in holds:
             if hold.run_id is not None:
                 scope = [t.c.run_id == hold.run_id]
             else:
@@ -797,66 +816,97 @@ class Retention:
                     f"release {hold.hold_id}`"
                 )
 
-    def _leaf_nodes(self, conn: sa.Connection, indexes: list[int]) -> dict[tuple[int, int], bytes]:
-        """The stored level-0 nodes (leaf hashes) of ``indexes``, keyed ``(0, index)``,
-        from the rows' ``nodes`` (one query per 400)."""
-        return fetch_nodes(conn, self._trees, [(0, i) for i in indexes])
+    def _scan(self, conn: sa.Connection, selection: Selection) -> tuple[str, list[Any]]:
+        """The driver-level page query of ``selection`` (rows after a ``seq``, in ``seq``
+        order, :data:`PAGE` at a time) and its parameters, the cursor last."""
+        sqlite = conn.dialect.name == "sqlite"
+        mark = "?" if sqlite else "%s"
+        name = f'"{self._schema}".events' if self._schema else "events"
+        data = "CAST(event_json AS BLOB)" if sqlite else "event_json"
+        params: list[Any]
+        if selection.run_id is not None:
+            where, params = f"run_id = {mark}", [selection.run_id]
+        elif selection.before is not None:
+            where = f"time_us < {mark} AND substr(run_id, 1, {len(ADMIN_RUN_PREFIX)}) <> {mark}"
+            params = [to_micros(selection.before, "--before"), ADMIN_RUN_PREFIX]
+        else:
+            ids = list(dict.fromkeys(selection.event_ids))
+            parts = [ids[i : i + 500] for i in range(0, len(ids), 500)]
+            where = (
+                "("
+                + " OR ".join(f"event_id IN ({', '.join([mark] * len(p))})" for p in parts)
+                + ")"
+            )
+            params = [i for p in parts for i in p]
+        sql = (
+            f"SELECT seq, event_id, leaf_index, run_id, time_us, substr(nodes, 1, 32), {data} "
+            f"FROM {name} "
+            f"WHERE {where} AND seq > {mark} ORDER BY seq LIMIT {PAGE}"
+        )
+        return sql, params
 
     def _tombstones(
         self,
         conn: sa.Connection,
-        where: list[Any],
+        selection: Selection,
         wanted: tuple[str, ...],
         record_id: str,
         reason: str,
         dry_run: bool,
         each: Callable[[Selected], None] | None,
+        guard: _Guard,
     ) -> tuple[int, int, str, str]:
         """Stream the selected rows page by page; write each page's tombstones. Returns
-        the rows erased, those already erased, and the two digests of the record."""
-        import hashlib
+        the rows erased, those already erased, and the two digests of the record.
 
-        t = self._events
+        Per row: the floor and the holds (``guard``; ``_Violation`` when one forbids
+        it), its bytes against its stored leaf hash (the first 32 bytes of its
+        ``nodes``, read by the page query itself), the tombstone
+        (:class:`~ledger.retention.tombstones.TombstoneMaker`) and the two digests; the
+        page's tombstones are written by one driver-level ``executemany``."""
+        sql, params = self._scan(conn, selection)
         sqlite = conn.dialect.name == "sqlite"
-        text = sa.cast(t.c.event_json, sa.LargeBinary) if sqlite else t.c.event_json
+        name = f'"{self._schema}".events' if self._schema else "events"
+        if sqlite:  # executemany runs one prepared statement in C
+            update = (
+                f"UPDATE {name} SET event_json = ?, content_hash = ?, has_err = ? WHERE seq = ?"
+            )
+        else:  # one statement per page (executemany would be one per row)
+            update = (
+                f"UPDATE {name} AS e SET event_json = v.j, content_hash = v.h, has_err = v.x "
+                "FROM json_to_recordset(%s::json) AS v(j text, h text, x boolean, s bigint) "
+                "WHERE e.seq = v.s"
+            )
+        maker = TombstoneMaker(fields=wanted, record=record_id, reason=reason)
         digest, stones = hashlib.sha256(), hashlib.sha256()
         erased = already = 0
         cursor = -(1 << 62)
-        name = f'"{self._schema}".events' if self._schema else "events"
-        mark = "?" if sqlite else "%s"
-        update = (
-            f"UPDATE {name} SET event_json = {mark}, content_hash = {mark}, has_err = {mark} "
-            f"WHERE seq = {mark}"
-        )
         want = set(wanted)
+        cutoff, check_holds = guard.cutoff, guard.active
         while True:
-            rows = conn.execute(
-                sa.select(t.c.seq, t.c.event_id, t.c.leaf_index, text)
-                .where(*where, t.c.seq > cursor)
-                .order_by(t.c.seq)
-                .limit(PAGE)
-            ).all()
+            rows = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
             if not rows:
                 break
             cursor = int(rows[-1][0])
-            indexes = [int(r[2]) for r in rows if r[2] is not None]
-            if len(indexes) != len(rows):
+            indexes = [r[2] for r in rows]
+            if None in indexes:
                 bad = next(r for r in rows if r[2] is None)
                 raise refuse(
                     f"events row seq={bad[0]} has no leaf index (inserted outside the "
                     "ledger); run `ledger verify`"
                 )
-            nodes = self._leaf_nodes(conn, indexes)
             updates: list[tuple[str, str | None, bool, int]] = []
-            for seq, event_id, index, raw in rows:
-                data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
-                stored = nodes.get((0, int(index)))
-                if stored is None:
+            for seq, event_id, index, run_id, time_us, leaf, raw in rows:
+                if time_us >= cutoff or (check_holds and guard.holds(run_id, time_us)):
+                    raise _Violation
+                data = raw if type(raw) is bytes else str(raw).encode("utf-8")
+                stored = None if leaf is None else bytes(leaf)
+                if stored is None or len(stored) != 32:
                     raise refuse(
                         f"event {event_id} (leaf {index}) has no stored leaf hash; the tree "
                         "was changed outside the ledger. Run `ledger verify`"
                     )
-                stone = tombstone_of(data)
+                stone = tombstone_of(data) if _MARK in data else None
                 claimed = stone.leaf_hash if stone is not None else leaf_hash(data)
                 if claimed != stored:
                     raise refuse(
@@ -882,22 +932,63 @@ class Retention:
                     already += 1
                     continue
                 erased += 1
-                digest.update(int(index).to_bytes(8, "big") + stored)
+                key = int(index).to_bytes(8, "big")
+                digest.update(key + stored)
                 if dry_run:
                     continue
-                tomb, chash, has_err = erase_stored(
-                    data, fields=wanted, leaf_hash=stored.hex(), record=record_id, reason=reason
-                )
+                tomb, chash, has_err = maker.make(data, stored.hex())
                 if chash is None:
                     chash = content_hash(tomb)
-                written = tomb.encode("utf-8")
-                stones.update(int(index).to_bytes(8, "big") + hashlib.sha256(written).digest())
+                stones.update(key + hashlib.sha256(tomb.encode("utf-8")).digest())
                 updates.append((tomb, chash, has_err, seq))
-            if updates:
+            if updates and sqlite:
                 conn.exec_driver_sql(update, updates)
+            elif updates:
+                rows_json = orjson.dumps(
+                    [{"j": j, "h": h, "x": x, "s": q} for j, h, x, q in updates]
+                )
+                conn.exec_driver_sql(update, (rows_json.decode(),))
             if len(rows) < PAGE:
                 break
         return erased, already, digest.hexdigest(), stones.hexdigest()
+
+
+class _Violation(Exception):
+    """A scanned row is inside the floor or under a hold (the caller says which)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    """What the scan refuses: rows at or after ``cutoff`` (Unix microseconds: inside
+    the floor) and rows the standing holds cover."""
+
+    cutoff: int
+    standing: list[Hold]
+    runs: frozenset[str] = frozenset()
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def __init__(self, cutoff: int, holds: list[Hold]) -> None:
+        object.__setattr__(self, "cutoff", cutoff)
+        object.__setattr__(self, "standing", holds)
+        object.__setattr__(self, "runs", frozenset(h.run_id for h in holds if h.run_id))
+        ranges = tuple(
+            (
+                -(1 << 63) if h.since is None else to_micros(h.since),
+                1 << 63 if h.until is None else to_micros(h.until),
+            )
+            for h in holds
+            if h.run_id is None
+        )
+        object.__setattr__(self, "ranges", ranges)
+
+    @property
+    def active(self) -> bool:
+        """True when a hold stands (rows are checked against it)."""
+        return bool(self.standing)
+
+    def holds(self, run_id: str, time_us: int) -> bool:
+        """True when a standing hold covers an event of ``run_id`` at ``time_us``."""
+        return run_id in self.runs or any(lo <= time_us < hi for lo, hi in self.ranges)
 
 
 class _Rollback(Exception):
@@ -906,6 +997,15 @@ class _Rollback(Exception):
     def __init__(self, outcome: ErasureOutcome) -> None:
         super().__init__("dry run")
         self.outcome = outcome
+
+
+_MARK = b'"erased":{'
+
+
+def _not_admin(column: Any) -> Any:
+    """Not a retention run (exactly: ``substr`` compares bytes, where ``LIKE`` would
+    ignore case on SQLite and treat ``_`` as a wildcard)."""
+    return sa.func.substr(column, 1, len(ADMIN_RUN_PREFIX)) != ADMIN_RUN_PREFIX
 
 
 def _in_chunks(column: Any, ids: list[str]) -> Any:

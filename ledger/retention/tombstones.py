@@ -1,0 +1,120 @@
+"""Tombstones for one erasure, built fast from the stored bytes.
+
+>>> from ledger.model.erasure import ALL_FIELDS, erase_stored
+>>> maker = TombstoneMaker(fields=ALL_FIELDS, record="01JDX0S1ZQ9T4W8M3V6K2N7B5C",
+...                        reason="GDPR Art. 17 request 42")
+>>> data = b'{"event_id":"01JDX0S1ZQ9T4W8M3V6K2N7B5D","run_id":"r1","time":"2025-01-01T00:00:00Z",'
+>>> data += b'"kind":"action","tool":"send_mail","args":{"to":"alice"},"verdict":"allowed"}'
+>>> maker.make(data, "ab" * 32) == erase_stored(data, fields=ALL_FIELDS, leaf_hash="ab" * 32,
+...     record="01JDX0S1ZQ9T4W8M3V6K2N7B5C", reason="GDPR Art. 17 request 42")
+True
+
+:meth:`TombstoneMaker.make` returns exactly what
+:func:`ledger.model.erasure.erase_stored` returns (the tombstone text, its content
+hash, ``has_err``; a property test says so), but for the common row of an erasure, an
+ordinary event the ledger wrote, erased whole, it builds both the tombstone and its
+RFC 8785 form from one format string per shape of row (the tuple of its member names)
+instead of serializing dicts: the members a whole erasure keeps are text and a safe
+integer, and a stored row without a backslash holds no string that JSON or RFC 8785
+would escape, so each value is written as it was read. Anything else (a field-level
+erasure, an earlier tombstone, an escape, an unexpected member or type) takes
+``erase_stored``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from hashlib import sha256
+from operator import itemgetter
+from typing import Any
+
+import orjson
+
+from ledger.model.erasure import ALL_FIELDS, KEPT_FIELDS, erase_stored
+
+__all__ = ["TombstoneMaker"]
+
+_SAFE = 2**53 - 1
+_ERASABLE = frozenset(ALL_FIELDS)
+_KEPT = frozenset(KEPT_FIELDS)
+_INT_FIELDS = frozenset(("duration_ms",))
+_MARK = b'"erased":{'
+_Plan = tuple[Any, tuple[type, ...], int, str, str]  # getter, types, int slot, text, canon
+
+
+class TombstoneMaker:
+    """Builds the tombstones of one erasure (``fields`` erased by ``record``, ``reason``)."""
+
+    __slots__ = ("_fields", "_head", "_plans", "_reason", "_record", "_stail", "_tail", "_whole")
+
+    def __init__(self, *, fields: Iterable[str], record: str, reason: str) -> None:
+        wanted = set(fields)
+        self._fields = tuple(f for f in ALL_FIELDS if f in wanted)
+        self._record, self._reason = record, reason
+        self._whole = wanted == _ERASABLE
+        listed = orjson.dumps(list(self._fields)).decode()
+        records = orjson.dumps([record]).decode()
+        why = orjson.dumps(reason).decode()
+        # "erased":{"fields":[...],"leaf_hash":"<hex>","records":[...],"reason":"..."};
+        # in the RFC 8785 form its members are sorted (reason before records)
+        self._head = _literal('"erased":{"fields":' + listed + ',"leaf_hash":"')
+        self._tail = _literal('","records":' + records + ',"reason":' + why + "}")
+        self._stail = _literal('","reason":' + why + ',"records":' + records + "}")
+        self._plans: dict[tuple[str, ...], _Plan | None] = {}
+
+    def make(self, data: bytes, leaf_hex: str) -> tuple[str, str | None, bool]:
+        """``(tombstone JSON, content hash or None, has_err)`` for the stored bytes
+        ``data`` whose leaf hash is ``leaf_hex``: ``erase_stored``'s result exactly."""
+        if self._whole and b"\\" not in data and _MARK not in data:
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                obj = None
+            if type(obj) is dict:
+                keys = tuple(obj)
+                if keys in self._plans:
+                    plan = self._plans[keys]
+                else:
+                    plan = self._plans[keys] = self._plan(keys)
+                if plan is not None:
+                    getter, types, slot, text, canon = plan
+                    values = getter(obj)
+                    if tuple(map(type, values)) == types and (
+                        slot < 0 or -_SAFE <= values[slot] <= _SAFE
+                    ):
+                        obj[_LEAF] = leaf_hex
+                        digest = sha256((canon % obj).encode()).hexdigest()
+                        return text % obj, "sha256:" + digest, False
+        return erase_stored(
+            data, fields=self._fields, leaf_hash=leaf_hex, record=self._record, reason=self._reason
+        )
+
+    def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
+        """The format strings for rows whose members are ``keys`` (stored order), or
+        None when such a row takes the general path."""
+        if not set(keys) <= _ERASABLE | _KEPT:
+            return None
+        kept = [k for k in keys if k in _KEPT]
+        if len(kept) < 2:  # itemgetter of one key returns the value, not a tuple
+            return None
+        types = tuple(int if k in _INT_FIELDS else str for k in kept)
+        slot = next((i for i, k in enumerate(kept) if k in _INT_FIELDS), -1)
+        erased = self._head + f"%({_LEAF})s"
+        text = "{" + ",".join(map(_member, kept)) + "," + erased + self._tail + "}"
+        members = {k: _member(k) for k in kept}
+        members["erased"] = erased + self._stail
+        canon = "{" + ",".join(members[k] for k in sorted(members)) + "}"
+        return itemgetter(*kept), types, slot, text, canon
+
+
+_LEAF = "\x00leaf"  # the leaf hash's slot in a row's mapping (no member has this name)
+
+
+def _member(key: str) -> str:
+    """``"key":"%(key)s"`` (text) or ``"key":%(key)d`` (an integer)."""
+    return f'"{key}":%({key})d' if key in _INT_FIELDS else f'"{key}":"%({key})s"'
+
+
+def _literal(text: str) -> str:
+    """``text`` for a %-format string."""
+    return text.replace("%", "%%")
