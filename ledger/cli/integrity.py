@@ -553,11 +553,15 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
     """Write RUN_ID's stored events, each with its leaf index and inclusion proof, and
     the signed checkpoint they are proven against, to one file (verify it offline with
     `ledger verify-bundle`)."""
+    from ledger.retention.evidence import bundle_erasures
+
     with _sql_sink(db, write=key is not None) as sink:
         rows = sink.run_leaf_rows(run_id)  # LeafRow tuples
         if not rows:
             raise click.UsageError(f"no events of run {run_id!r} are stored")
-        need = max((r.leaf_index for r in rows if r.leaf_index is not None), default=-1) + 1
+        erasures = bundle_erasures(sink, rows)  # the records of its tombstones, if any
+        indexes = [r.leaf_index for r in [*rows, *(e.record for e in erasures)]]
+        need = max((i for i in indexes if i is not None), default=-1) + 1
         stored = [cp for cp in sink.checkpoints() if cp.size >= need]
         if stored:
             cp = stored[-1]
@@ -568,14 +572,15 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
                 f"no stored checkpoint covers run {run_id!r} (it needs size {need}); sign one "
                 "with `ledger checkpoint` or pass --key"
             )
-        made = make_bundle(run_id, rows, cp, lambda i: sink.inclusion_hashes(i, cp.size))
+        made = make_bundle(run_id, rows, cp, lambda i: sink.inclusion_hashes(i, cp.size), erasures)
     data = made.to_bytes()
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, out)
     click.echo(
-        f"bundle of run {run_id}: {len(made.events)} events proven against checkpoint "
-        f"{cp.size}, written to {out}",
+        f"bundle of run {run_id}: {len(made.events)} events"
+        + (f" ({made.erased} erased, hash kept)" if made.erased else "")
+        + f" proven against checkpoint {cp.size}, written to {out}",
         err=True,
     )
 
@@ -606,12 +611,14 @@ def verify_bundle_command(file: Path, vkeys: tuple[str, ...], as_json: bool) -> 
                 "origin": made.origin,
                 "tree_size": made.tree_size,
                 "events": len(made.events),
+                "erased": made.erased,
             }
         )
     else:
+        gone = f" ({made.erased} erased (hash kept))" if made.erased else ""
         click.echo(
-            f"verified: {len(made.events)} events of run {made.run_id} are in {made.origin} "
-            f"at tree size {made.tree_size}"
+            f"verified: {len(made.events)} events{gone} of run {made.run_id} are in "
+            f"{made.origin} at tree size {made.tree_size}"
         )
 
 

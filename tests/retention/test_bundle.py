@@ -1,0 +1,138 @@
+"""Evidence bundles of runs with erased events: ``ledger bundle`` then ``ledger
+verify-bundle`` verify the tombstones as *erased (hash kept)* against the leaf the log
+committed, and any changed byte still fails; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.errors import IntegrityError
+from ledger.integrity.bundle import verify_bundle
+from ledger.integrity.note import Verifier
+from ledger.retention import Retention, Selection
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    from ledger.cli.main import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _setup(db: Ledger, tmp_path: Path) -> tuple[Retention, Path, Path]:
+    sink = db.open()
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("old-2", OLD + timedelta(days=1), secret="bob"))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    code, out, _ = _run("keygen", "example.com/agent-log", "--out", str(tmp_path / "log.key"))
+    assert code == 0
+    (tmp_path / "log.vkey").write_text(out)
+    return r, tmp_path / "log.key", tmp_path / "log.vkey"
+
+
+def _bundle(db: Ledger, run: str, key: Path, out: Path) -> tuple[int, str]:
+    code, _, err = _run("bundle", run, "--db", db.url, "-o", str(out), "--key", str(key))
+    return code, err
+
+
+def _verifies(data: bytes, vkey: Path) -> bool:
+    try:
+        verify_bundle(data, [Verifier.from_key(vkey.read_text().strip())])
+    except IntegrityError:
+        return False
+    return True
+
+
+def test_a_bundle_of_an_erased_run_verifies_and_any_changed_byte_fails(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    r, key, vkey = _setup(ledger_db, tmp_path)
+    r.erase(Selection.of_run("old-1"), reason="GDPR Art. 17 request 42", by="dpo")
+    out = tmp_path / "old-1.json"
+    code, err = _bundle(ledger_db, "old-1", key, out)
+    assert code == 0 and "7 erased, hash kept" in err, err
+    ledger_db.close_all()  # offline from here on
+    code, text, _ = _run("verify-bundle", str(out), "--vkey", str(vkey))
+    assert code == 0 and "7 events (7 erased (hash kept))" in text, text
+    code, text, _ = _run("verify-bundle", str(out), "--vkey", str(vkey), "--json")
+    assert json.loads(text)["erased"] == 7
+    data = out.read_bytes()
+    assert b"alice" not in data and b'"erasures"' in data
+    for position in range(0, len(data), max(1, len(data) // 400)):
+        changed = bytearray(data)
+        changed[position] ^= 0x01
+        assert not _verifies(bytes(changed), vkey), f"byte {position} changed and still verified"
+
+
+def test_a_changed_kept_field_of_a_tombstone_fails(ledger_db: Ledger, tmp_path: Path) -> None:
+    r, key, vkey = _setup(ledger_db, tmp_path)
+    r.erase(Selection.of_run("old-1"), reason="gdpr")
+    out = tmp_path / "b.json"
+    assert _bundle(ledger_db, "old-1", key, out)[0] == 0
+    obj = json.loads(out.read_bytes())
+    # a well-formed edit: the tool of an erased action, the file rewritten in its form
+    stone = next(e for e in obj["events"] if '"tool":"rm"' in e["data"])
+    stone["data"] = stone["data"].replace('"tool":"rm"', '"tool":"ls"')
+    edited = (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+    with pytest.raises(IntegrityError, match="not the ones it wrote"):
+        verify_bundle(edited, [Verifier.from_key(vkey.read_text().strip())])
+    # the evidence left out: the tombstones cannot be checked
+    del obj["erasures"]
+    bare = (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+    with pytest.raises(IntegrityError, match="does not hold"):
+        verify_bundle(bare, [Verifier.from_key(vkey.read_text().strip())])
+
+
+def test_field_erasure_and_an_erasure_by_date_spanning_runs(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    r, key, vkey = _setup(ledger_db, tmp_path)
+    r.erase(Selection.of_run("old-1"), reason="minimise", fields=["args", "result"])
+    r.erase(Selection.older_than(OLD + timedelta(days=2)), reason="expired")  # both runs
+    for run in ("old-1", "old-2"):
+        out = tmp_path / f"{run}.json"
+        code, err = _bundle(ledger_db, run, key, out)
+        assert code == 0, err
+        data = out.read_bytes()
+        assert _verifies(data, vkey)
+        erasures = json.loads(data)["erasures"]
+        assert len(erasures) == 1 and len(erasures[0]["others"]) == 7  # the other run's rows
+        obj = json.loads(data)
+        obj["erasures"][0]["others"][0][1] = "00" * 32  # a row of the other run, edited
+        edited = (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+        assert not _verifies(edited, vkey)
+
+
+def test_a_field_erased_run_bundles_alone(ledger_db: Ledger, tmp_path: Path) -> None:
+    r, key, vkey = _setup(ledger_db, tmp_path)
+    r.erase(Selection.of_run("old-2"), reason="minimise", fields=["args", "result"])
+    out = tmp_path / "b.json"
+    code, err = _bundle(ledger_db, "old-2", key, out)
+    assert code == 0 and "erased, hash kept" in err
+    assert _verifies(out.read_bytes(), vkey)
+    assert json.loads(out.read_bytes())["erasures"][0]["others"] == []
+    # a run with no tombstone: the bundle is the one it always was (no erasures member)
+    code, _ = _bundle(ledger_db, "old-1", key, tmp_path / "c.json")
+    assert code == 0 and b'"erasures"' not in (tmp_path / "c.json").read_bytes()
+
+
+def test_a_record_whose_tombstones_a_later_erasure_replaced_is_refused_clearly(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    r, key, _ = _setup(ledger_db, tmp_path)
+    r.erase(Selection.older_than(OLD + timedelta(days=2)), reason="minimise", fields=["args"])
+    r.erase(Selection.of_run("old-2"), reason="gdpr")  # replaces half of the first's rows
+    code, err = _bundle(ledger_db, "old-1", key, tmp_path / "b.json")
+    assert code == 1 and "cannot vouch for its tombstones offline" in err, err
+    assert "Traceback" not in err
+    code, err = _bundle(ledger_db, "old-2", key, tmp_path / "c.json")
+    assert code == 0, err  # old-2's tombstones are the later record's, which holds
