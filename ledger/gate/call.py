@@ -312,9 +312,11 @@ class CallSteps:
         safe reads (what the agent had read before it acted). Each ref once."""
         with self._lock:
             held, self._cited = self._cited, []
-            reads = list(self._safe_reads)
+            # copied only when cited: a long run holds many reads, and every call came here
+            cite_reads = not given and not held and not cs.safe
+            reads = list(self._safe_reads) if cite_reads else []
         chosen = [*given, *held]
-        if not chosen and not cs.safe:
+        if cite_reads:
             chosen = reads
         seen: set[tuple[str, str, str]] = set()
         out = []
