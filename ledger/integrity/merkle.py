@@ -623,22 +623,30 @@ class Frontier:
 
     def extend(self, leaf_hashes: Iterable[bytes]) -> None:
         """Add many leaves (as :meth:`push` each, in one tight loop; no check of the
-        hashes' length: the caller made them with :func:`leaf_hash`)."""
-        levels, hashes = self._levels, self._hashes
+        hashes' length: the caller made them with :func:`leaf_hash`). The subtrees'
+        levels are the set bits of the size, so only their hashes are kept in the loop.
+
+        >>> f, g = Frontier(), Frontier()
+        >>> hashes = [leaf_hash(bytes([i])) for i in range(13)]
+        >>> for h in hashes:
+        ...     f.push(h)
+        >>> g.extend(hashes)
+        >>> (g.size, g.nodes) == (f.size, f.nodes)
+        True
+        """
+        hashes = self._hashes
+        pop, push = hashes.pop, hashes.append
         n = self._size
         sha256, node = _sha256, _NODE
         for h in leaf_hashes:
-            level = 0
             m = n
             while m & 1:
-                h = sha256(node + hashes.pop() + h).digest()
-                levels.pop()
-                level += 1
+                h = sha256(node + pop() + h).digest()
                 m >>= 1
-            levels.append(level)
-            hashes.append(h)
+            push(h)
             n += 1
         self._size = n
+        self._levels = [level for level in range(n.bit_length() - 1, -1, -1) if n >> level & 1]
 
     def append(self, leaf_hash: bytes) -> list[Node]:
         """Add the next leaf; return the complete aligned nodes it creates, lowest first:

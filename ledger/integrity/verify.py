@@ -571,39 +571,20 @@ def _batches(source: LeafSource) -> Iterator[Sequence[LeafRow]]:
         yield batch
 
 
-def _scan(
-    source: LeafSource,
-    want_roots: set[int],
-    wanted: set[tuple[int, int]],
-    findings: list[Finding],
-    progress: Callable[[int], None] | None,
-    erased: ErasedRows | None = None,
-) -> _Scan:
-    """The one pass over the rows, a batch at a time: when a batch's leaf indexes are
-    the expected run (the common case) its leaves are hashed in one comprehension and
-    folded into the frontier in one call, cut at each size whose root is wanted."""
-    frontier = Frontier()
-    scan = _Scan(frontier=frontier, roots={}, nodes={})
-    if 0 in want_roots:
-        scan.roots[0] = EMPTY_ROOT
-    stops = sorted(s for s in want_roots if s > 0)
-    sha256 = hashlib.sha256
-    erased = erased if erased is not None else ErasedRows()
-    records, mark = erased.records, b'"erased":{'
+class _Fold:
+    """Leaf hashes folded into the frontier, a list at a time, cut at each size whose
+    root is wanted; the wanted nodes are captured on the way."""
 
-    def leaf_of(r: Sequence[Any]) -> bytes:
-        """A row's leaf: a tombstone's kept hash (tallied by ``erased``), else computed."""
-        data = r[3]
-        if records and r[1] in records:
-            erased.see(r[1], data)
-        kept = erased.leaf(r[2], data, r[1]) if mark in data else None
-        return kept if kept is not None else sha256(b"\x00" + data).digest()
+    __slots__ = ("frontier", "scan", "stops", "wanted")
 
-    named = 0
-    rows = 0
-    expected = 0  # the leaf index the next row should have
+    def __init__(self, scan: _Scan, want_roots: set[int], wanted: set[tuple[int, int]]) -> None:
+        self.scan, self.frontier, self.wanted = scan, scan.frontier, wanted
+        if 0 in want_roots:
+            scan.roots[0] = EMPTY_ROOT
+        self.stops = sorted(s for s in want_roots if s > 0)
 
-    def feed(hashes: list[bytes]) -> None:
+    def feed(self, hashes: list[bytes]) -> None:
+        frontier, stops, wanted, scan = self.frontier, self.stops, self.wanted, self.scan
         start = 0
         while start < len(hashes):
             room = stops[0] - frontier.size if stops else len(hashes)
@@ -621,12 +602,82 @@ def _scan(
                     scan.roots[stops[0]] = frontier.root()
                 stops.pop(0)
 
+
+_ERASED_MARK = b'"erased":{'  # in every tombstone (ledger.model.erasure)
+
+
+def _fast_scan(
+    source: LeafSource,
+    want_roots: set[int],
+    wanted: set[tuple[int, int]],
+    progress: Callable[[int], None] | None,
+) -> _Scan | None:
+    """The pass for the common ledger (every row in leaf order, no tombstone), over a
+    source's ``prefixed_leaf_batches()``: ``(leaf index, 0x00 + stored bytes)`` rows,
+    the least the fold needs. None, as soon as a row is out of order or may be a
+    tombstone (or the source has no such batches): :func:`_scan` then does it all."""
+    batches = getattr(source, "prefixed_leaf_batches", None)
+    if batches is None:
+        return None
+    scan = _Scan(frontier=Frontier(), roots={}, nodes={})
+    fold = _Fold(scan, want_roots, wanted)
+    sha256, mark = hashlib.sha256, _ERASED_MARK
+    expected = 0
+    for batch in batches():
+        n = len(batch)
+        if [r[0] for r in batch] != list(range(expected, expected + n)):
+            return None
+        data = [r[1] for r in batch]
+        if [d for d in data if mark in d]:
+            return None
+        fold.feed([sha256(d).digest() for d in data])
+        expected += n
+        if progress is not None:
+            progress(expected)
+    scan.rows = scan.highest = expected
+    return scan
+
+
+def _scan(
+    source: LeafSource,
+    want_roots: set[int],
+    wanted: set[tuple[int, int]],
+    findings: list[Finding],
+    progress: Callable[[int], None] | None,
+    erased: ErasedRows | None = None,
+) -> _Scan:
+    """The one pass over the rows, a batch at a time: when a batch's leaf indexes are
+    the expected run (the common case) its leaves are hashed in one comprehension and
+    folded into the frontier in one call, cut at each size whose root is wanted. The
+    lean :func:`_fast_scan` is tried first."""
+    fast = _fast_scan(source, want_roots, wanted, progress)
+    if fast is not None:
+        return fast
+    scan = _Scan(frontier=Frontier(), roots={}, nodes={})
+    fold = _Fold(scan, want_roots, wanted)
+    feed = fold.feed
+    sha256 = hashlib.sha256
+    erased = erased if erased is not None else ErasedRows()
+    records, mark = erased.records, _ERASED_MARK
+
+    def leaf_of(r: Sequence[Any]) -> bytes:
+        """A row's leaf: a tombstone's kept hash (tallied by ``erased``), else computed."""
+        data = r[3]
+        if records and r[1] in records:
+            erased.see(r[1], data)
+        kept = erased.leaf(r[2], data, r[1]) if mark in data else None
+        return kept if kept is not None else sha256(b"\x00" + data).digest()
+
+    named = 0
+    rows = 0
+    expected = 0  # the leaf index the next row should have
+
     for batch in _batches(source):
         rows += len(batch)
         if (
             batch[0][2] == expected
             and batch[-1][2] == expected + len(batch) - 1
-            and all(r[2] == expected + i for i, r in enumerate(batch))
+            and [r[2] for r in batch] == list(range(expected, expected + len(batch)))
         ):
             feed(
                 [
