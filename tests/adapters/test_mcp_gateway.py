@@ -366,6 +366,34 @@ def test_a_malformed_result_is_an_error_never_passed_on(tmp_path: Path) -> None:
         assert res.err and res.result is None
 
 
+def test_a_result_against_its_output_schema_is_refused_by_the_client_and_recorded(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "l.db"
+
+    async def main() -> tuple[Exception | Any, Exception | Any]:
+        outcomes: list[Exception | Any] = []
+        with SQLiteSink(db) as sink:
+            gate = Gate(sink, policy=AllowAll())
+            server = flaky_server(tmp_path / "s")
+            gw = McpGateway(gate, server)
+            async with Client(server) as direct, gw, Client(gw.server) as c:
+                for client in (direct, c):
+                    try:
+                        outcomes.append(await client.call_tool("misshapen", {}))
+                    except Exception as exc:
+                        outcomes.append(exc)
+        return outcomes[0], outcomes[1]
+
+    direct, through = run(main)
+    # the client's SDK refuses it, as it does without the gateway
+    for outcome in (direct, through):
+        assert isinstance(outcome, RuntimeError) and "Invalid structured content" in str(outcome)
+    with SQLiteSink(db) as sink:
+        (res,) = list(sink.events(kind=Kind.TOOL_RESULT, tool="misshapen"))
+        assert "Invalid structured content" in res.err and res.result is None
+
+
 def test_an_unwritable_ledger_denies_non_safe_calls_and_serves_safe_ones(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -14,7 +14,10 @@
   any other tool is forwarded only after the policy allowed it and its ``action`` is
   durably committed. A denial is returned as a ``CallToolResult`` with ``isError: true``
   and the reason as text (the model can read it); the downstream server never sees the
-  call. Results, structured content and output schemas pass through unchanged.
+  call. Results, structured content and output schemas pass through unchanged; a
+  result's structured content is checked against the tool's output schema while the
+  call is recorded (not before the answer goes out: the client's SDK checks it too), and
+  a mismatch is recorded as the call's error.
 - **Resources and prompts** the downstream server offers pass through ungated (they
   are reads); each resource read is recorded in the run as a ``retrieved`` ref
   ``mcp-resource:<server>/<uri>`` with the RFC 8785 hash of the contents.
@@ -72,6 +75,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter
 
 from ledger.adapters.mcp.definitions import (
     Pins,
@@ -103,6 +107,10 @@ POLICY_ID = "mcp-gateway"
 SESSION_META_KEY = "io.agentledger/session"
 _YIELDS = 3  # event-loop turns a forwarded answer gets before its record is built
 _Downstream = StdioServerParameters | str | Server[Any] | Client
+# what a tools/call may answer (the SDK's own union; validated once, by the SDK)
+_CALL_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
+    types.CallToolResult | types.InputRequiredResult
+)
 
 
 class GatewayError(LedgerError):
@@ -128,6 +136,7 @@ class _Tool:
     state: str = "accepted"  # accepted | pending | duplicate
     served: types.Tool | None = None  # what upstream clients are shown
     accepted_digest: str = ""
+    ref: Ref | None = None  # the ref its calls cite (hashed once, when listed)
 
 
 @dataclass(slots=True, eq=False)
@@ -438,17 +447,19 @@ class McpGateway:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
-        args = dict(params.arguments or {})
-        if name in self.tools and self.tools[name].state == "pending":
+        args = params.arguments or {}  # the gate snapshots the args it records and forwards
+        tool = self.tools.get(name)
+        if tool is not None and tool.state == "pending":
             self._reload_pins(name)
+            tool = self.tools.get(name)
         session, ephemeral = await self._session(ctx, create=True)
         assert session is not None
         call_id = self._call_id(session, ctx)
-        evidence: list[Ref] = []
-        tool = self.tools.get(name)
-        if tool is not None and tool.state != "duplicate":
-            await self._record_definitions(session, [name])
-            evidence.append(definition_ref(self.name, name, tool.digest))
+        evidence: tuple[Ref, ...] = ()
+        if tool is not None and tool.state != "duplicate" and tool.ref is not None:
+            if tool.digest not in session.recorded:
+                await self._record_definitions(session, [name])
+            evidence = (tool.ref,)
         answer: asyncio.Future[types.CallToolResult] = asyncio.get_running_loop().create_future()
 
         async def forward(**kwargs: Any) -> Any:
@@ -462,6 +473,8 @@ class McpGateway:
                         await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     pass  # answered already: record the result, not a cancellation
+            if not result.is_error:  # checked off the answer's path; the client checks too
+                await self._check_output(name, result)
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
         call = asyncio.ensure_future(
@@ -524,14 +537,20 @@ class McpGateway:
         down = self._down
         if down is None:
             raise GatewayError("the gateway is not started")
-        try:
-            result = await down.session.call_tool(
-                name,
-                args,
-                read_timeout_seconds=self.call_timeout,
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=name,
+                arguments=args,
                 input_responses=params.input_responses,
                 request_state=params.request_state,
-                allow_input_required=True,
+            )
+        )
+        try:
+            # `send_request`, not `call_tool`: the answer is passed on as soon as it is
+            # parsed; its structured content is checked against the output schema while
+            # the call is recorded (`_check_output`), off the answer's path
+            result = await down.session.send_request(
+                request, _CALL_RESULT, request_read_timeout_seconds=self.call_timeout
             )
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
@@ -561,6 +580,14 @@ class McpGateway:
                 f"{type(result).__name__}, not a tool result",
             )
         return result
+
+    async def _check_output(self, name: str, result: types.CallToolResult) -> None:
+        """Check a forwarded result's structured content against the tool's output
+        schema (the SDK's own check); a mismatch is recorded as the call's error."""
+        down = self._down
+        if down is None:
+            return
+        await down.session.validate_tool_result(name, result)
 
     # --- tools and their definitions ---------------------------------------------------
 
@@ -592,8 +619,14 @@ class McpGateway:
             if t.name in fresh:
                 continue
             definition = definition_of(t.model_dump(by_alias=True, mode="json", exclude_none=True))
-            entry = _Tool(name=t.name, listed=t, definition=definition, digest="")
-            entry.digest = definition_hash(definition)
+            digest = definition_hash(definition)
+            entry = _Tool(
+                name=t.name,
+                listed=t,
+                definition=definition,
+                digest=digest,
+                ref=definition_ref(self.name, t.name, digest),
+            )
             old = self.tools.get(t.name)
             if counts[t.name] > 1:
                 log.warning(

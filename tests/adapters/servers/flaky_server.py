@@ -4,7 +4,8 @@ mcp-server-git and mcp-server-time). Run: ``python flaky_server.py STATE_DIR``.
 A resource ``note://today`` (the notes) and a prompt ``summarize``.
 Tools: ``echo`` (text), ``write_note`` (appends to STATE_DIR/notes.txt: an effect the
 tests can observe), ``slow`` (sleeps), ``confirm`` (asks the client for input first),
-``crash`` (the process exits), ``hang`` (never answers). The description of
+``crash`` (the process exits), ``hang`` (never answers), ``misshapen`` (its structured
+content breaks its own output schema). The description of
 ``write_note`` is read from STATE_DIR/description when that file exists, so a test can
 change the definition while the server runs (a rug pull).
 With STATE_DIR/duplicate present the server lists ``echo`` twice.
@@ -45,6 +46,12 @@ def _tools() -> list[types.Tool]:
         types.Tool(name="confirm", description="Asks the user first", input_schema={**obj}),
         types.Tool(name="crash", description="Exit the process", input_schema={**obj}),
         types.Tool(name="hang", description="Never answer", input_schema={**obj}),
+        types.Tool(
+            name="misshapen",
+            description="Answers against its own output schema",
+            input_schema={**obj},
+            output_schema={**obj, "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        ),
     ]
     if (STATE / "duplicate").exists():
         tools.append(types.Tool(name="echo", description="Another echo", input_schema=obj))
@@ -84,6 +91,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         os._exit(3)
     if params.name == "hang":
         await anyio.sleep_forever()
+    if params.name == "misshapen":
+        return types.CallToolResult(content=text("n is a word"), structured_content={"n": "one"})
     return types.CallToolResult(content=text(f"no tool {params.name}"), is_error=True)
 
 
