@@ -38,15 +38,13 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 
 from ledger.errors import CorruptRecord, ValidationError
 from ledger.integrity.merkle import Frontier
 from ledger.integrity.verify import LeafSource, VerifyResult, verify_stored
-from ledger.model.event import Event
 from ledger.model.values import OUTSIDE_RUN_PREFIX, Actor, Approval, Kind, Verdict, outside_any_run
-from ledger.report.calls import CallPass, Fact, FactRef, Record, Tally, listed_of, look_across
+from ledger.report.calls import CallPass, Fact, FactRef, Tally, listed_of, look_across
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import HashTally, verify_row, with_unreadable
 from ledger.report.listing import MAX_LISTED
@@ -154,32 +152,61 @@ def _stream(reader: SQLReader, sql: str, params: tuple[Any, ...]) -> Iterator[An
     """The rows of one driver-level query, streamed :data:`PAGE` at a time on one
     connection (one snapshot; a server-side cursor on PostgreSQL)."""
     with reader._reading() as conn:
-        result = conn.execution_options(yield_per=PAGE).exec_driver_sql(sql, params)
+        dbapi: Any = conn.connection.dbapi_connection
+        if conn.dialect.name == "postgresql":  # a named (server-side) cursor: one page held
+            with dbapi.cursor(name="ledger_report_pass") as cursor:
+                cursor.itersize = PAGE
+                cursor.execute(sql, params)
+                while rows := cursor.fetchmany(PAGE):
+                    yield from rows
+            return
+        cursor = dbapi.cursor()
         try:
-            for part in result.partitions():
-                yield from part
+            cursor.arraysize = PAGE
+            cursor.execute(sql, params)
+            while rows := cursor.fetchmany(PAGE):
+                yield from rows
         finally:
-            result.close()
+            cursor.close()
 
 
-class _Checks:
-    """The first pass: every row of the window checked (content hash, id, filter
-    columns: :func:`~ledger.report.hashes.verify_row`) and counted, and every row from
-    the window's first to its last fed to the log check (:class:`LeafRange`). A row
-    with a problem is decoded as the readers decode it: one that does not read back is
-    left out of the counts (``left_out``; what SQL counted for it by its columns is
-    taken back, ``per_tool`` and the timeline's ``taken``), one that does is kept
-    (``decoded``) for the second pass and counted as its JSON says (``added``)."""
+class _Pass:
+    """The one pass over the rows from the window's first to its last, in commit order.
 
-    def __init__(self, per_tool: dict[str, list[int]]) -> None:
+    Each row of the window is checked (content hash, id, filter columns:
+    :func:`~ledger.report.hashes.verify_row`) and counted; a call's row (decision,
+    action, result) becomes a :class:`Fact` from its columns and the JSON the check has
+    just parsed, fed to its run's :class:`CallPass`; at the run's last row in the window
+    (``ends``, a bit per ``seq`` from one ``GROUP BY run_id``) the run's calls are
+    settled into the :class:`Tally` and forgotten -- or kept, when the run is cut by the
+    window's edges, to be read across them after the pass. Every row, in the window or
+    between its rows, is fed to the log check (:class:`LeafRange`).
+
+    A row with a problem is decoded as the readers decode it: one that does not read
+    back is left out of the counts (what SQL counted for it by its columns is taken
+    back: ``per_tool`` and the timeline's ``taken``), one that does is counted as its
+    JSON says (``added``)."""
+
+    def __init__(
+        self,
+        per_tool: dict[str, list[int]],
+        tally: Tally,
+        ends: _Ends,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> None:
         self.per_tool = per_tool
-        self.tally = HashTally()
+        self.tally = tally
+        self.ends = ends
+        self.since = since
+        self.until = until
+        self.hashes = HashTally()
+        self.actors = _Actors()
+        self.runs: dict[str, CallPass] = {}
+        self.deferred: list[CallPass] = []
         self.events = 0
         self.first: int | None = None
         self.last: int | None = None
-        self.skipped: list[CorruptRecord] = []
-        self.left_out: set[int] = set()
-        self.decoded: dict[int, Event] = {}
         self.taken: list[tuple[int, bool]] = []  # (time_us, allowed) counted by SQL
         self.added: list[tuple[int, bool]] = []  # (time_us, allowed) as the JSON says
 
@@ -190,20 +217,35 @@ class _Checks:
         if self.last is None or micros > self.last:
             self.last = micros
 
+    def _state(self, run_id: str) -> CallPass:
+        state = self.runs.get(run_id)
+        if state is None:
+            state = self.runs[run_id] = CallPass(counting=False, tally=self.tally)
+        return state
+
     def one(self, row: Any) -> None:
+        """A row of the window."""
         event_id, text, stored = row[1], row[_TEXT], row[_HASH]
         found = dict(zip(FILTER_COLUMNS, row[_FILTERS], strict=True))
-        _, computed, problem = verify_row(event_id, text, stored, found)
-        self.tally.add(event_id, row[2], stored, computed, problem)
+        obj, computed, problem = verify_row(event_id, text, stored, found)
+        self.hashes.add(event_id, row[2], stored, computed, problem)
         if not problem and stored is not None:  # the hash vouches for the JSON it was made of
-            self._seen(row[_TIME])
-            return
+            if row[_KIND] not in _CALL_KIND_NAMES:
+                self._seen(row[_TIME])
+                return
+            try:
+                fact = _fact(row, obj, self.actors)
+            except (ValidationError, TypeError, AttributeError, KeyError):
+                pass  # a malformed member: decoded as the readers decode it, below
+            else:
+                self._seen(row[_TIME])
+                self._state(row[2]).add(fact)
+                return
         self.take_back(row)
         try:
             event = parse_row(tuple(row[_READ]))
         except CorruptRecord as exc:
-            self.skipped.append(exc)
-            self.left_out.add(int(row[0]))
+            self.tally.skipped.append(exc)
             return
         micros = to_micros(event.time)
         self._seen(micros)
@@ -211,7 +253,21 @@ class _Checks:
             allowed = event.verdict is Verdict.ALLOWED
             self.per_tool.setdefault(event.tool, [0, 0])[0 if allowed else 1] += 1
             self.added.append((micros, allowed))
-        self.decoded[int(row[0])] = event
+        if event.kind in _CALL_KINDS:
+            self._state(event.run_id).add(event)
+
+    def end(self, run_id: str) -> None:
+        """The run's last row in the window was read: settle its calls (or keep them,
+        when the run is cut by the window's edges)."""
+        state = self.runs.pop(run_id, None)
+        if state is None:
+            return
+        if (self.since is not None and state.orphans and state.cut_runs()) or (
+            self.until is not None and state.allowed and state.open_runs()
+        ):
+            self.deferred.append(state)
+        else:
+            state.finish()
 
     def take_back(self, row: Any) -> None:
         """Undo what the SQL aggregates counted for ``row`` by its columns."""
@@ -222,15 +278,58 @@ class _Checks:
         self.taken.append((row[_TIME], allowed))
 
 
-def _check_rows(
+_CALL_KIND_NAMES = frozenset(k.value for k in _CALL_KINDS)
+
+
+class _Ends:
+    """The ``seq`` of each run's last row in the window, as bits over the window's
+    ``seq`` range (one bit per row: memory an eighth of a byte per row, whatever the
+    number of runs), and how many runs the window holds (calls outside any run apart)."""
+
+    __slots__ = ("_bits", "_low", "outside", "runs")
+
+    def __init__(self, reader: SQLReader, seqs: tuple[int, int], where: list[Any]) -> None:
+        low, high = seqs
+        self._low = low
+        self._bits = bytearray((high - low) // 8 + 1)
+        self.runs = 0
+        self.outside = 0
+        t = reader._table
+        outside = sa.func.max(sa.case((~_in_run(t), 1), else_=0))
+        query = (
+            sa.select(sa.func.max(t.c.seq), outside)
+            .where(*where, t.c.seq >= low, t.c.seq <= high)
+            .group_by(t.c.run_id)
+        )
+        bits = self._bits
+        with reader._reading() as conn:
+            result = conn.execution_options(yield_per=PAGE).execute(query)
+            try:
+                for seq, out in result:
+                    offset = int(seq) - low
+                    bits[offset >> 3] |= 1 << (offset & 7)
+                    if out:
+                        self.outside += 1
+                    else:
+                        self.runs += 1
+            finally:
+                result.close()
+
+    def last(self, seq: int) -> bool:
+        offset = seq - self._low
+        return bool(self._bits[offset >> 3] >> (offset & 7) & 1)
+
+
+def _one_pass(
     reader: SQLReader,
     seqs: tuple[int, int],
     window: tuple[int | None, int | None],
-    checks: _Checks,
+    work: _Pass,
     leaves: LeafRange | None,
     progress: Callable[[int], None] | None,
 ) -> None:
-    """The first pass over the rows ``seqs`` (first and last ``seq`` of the window)."""
+    """The pass (:class:`_Pass`) over the rows ``seqs`` (first and last ``seq`` of the
+    window), one streamed query."""
     t = reader._table
     sqlite = reader._dialect == "sqlite"
     mark = "?" if sqlite else "%s"
@@ -243,114 +342,23 @@ def _check_rows(
     since, until = window
     low = -(1 << 63) if since is None else since
     high = 1 << 63 if until is None else until
-    one = checks.one
+    one, end, last = work.one, work.end, work.ends.last
     for done, row in enumerate(_stream(reader, sql, seqs), 1):
         if low <= row[_TIME] < high:
             one(row)
+            if last(row[0]):
+                end(row[2])
         if leaves is not None:
             data = row[_TEXT]
             leaves.row(row[_LEAF], data if type(data) is bytes else _utf8(data), row[_NODES])
         if progress is not None and done % _PROGRESS_EVERY == 0:
             progress(done)
+    for run_id in list(work.runs):  # none is left on a ledger that did not change meanwhile
+        end(run_id)
 
 
 def _utf8(data: object) -> bytes:
     return bytes(data) if isinstance(data, bytes | memoryview | bytearray) else str(data).encode()
-
-
-_RESULT = Kind.TOOL_RESULT.value
-
-
-def _facts(
-    reader: SQLReader,
-    seqs: tuple[int, int],
-    window: tuple[int | None, int | None],
-    checks: _Checks,
-    tally: Tally,
-    since: datetime | None,
-    until: datetime | None,
-) -> list[CallPass]:
-    """The second pass: the window's calls run by run (``ORDER BY run_id, seq``), each
-    run's calls settled into ``tally`` when the run is read (one run's calls in memory);
-    the runs cut by the window's edges are returned, to be read across them."""
-    t = reader._table
-    sqlite = reader._dialect == "sqlite"
-    mark = "?" if sqlite else "%s"
-    text = "CAST(event_json AS BLOB)" if sqlite else "event_json"
-    where = [f"seq >= {mark}", f"seq <= {mark}"]
-    params: list[Any] = list(seqs)
-    since_us, until_us = window
-    if since_us is not None:
-        where.append(f"time_us >= {mark}")
-        params.append(since_us)
-    if until_us is not None:
-        where.append(f"time_us < {mark}")
-        params.append(until_us)
-    kinds = ", ".join(f"'{k.value}'" for k in sorted(_CALL_KINDS))
-    sql = (
-        f"SELECT seq, event_id, {', '.join(FILTER_COLUMNS)}, CASE WHEN kind = '{_RESULT}' "
-        f"THEN NULL ELSE {text} END FROM {_table_name(t)} WHERE {' AND '.join(where)} "
-        f"AND kind IN ({kinds}) ORDER BY run_id, seq"
-    )
-    actors = _Actors()
-    state = CallPass(counting=False, tally=tally)
-    deferred: list[CallPass] = []
-    left_out, decoded = checks.left_out, checks.decoded
-    current: str | None = None
-
-    def end_run(state: CallPass) -> CallPass:
-        if (since is not None and state.orphans and state.cut_runs()) or (
-            until is not None and state.allowed and state.open_runs()
-        ):
-            deferred.append(state)
-            return CallPass(counting=False, tally=tally)
-        state.finish()
-        return state
-
-    for row in _stream(reader, sql, tuple(params)):
-        if row[2] != current:
-            if current is not None:
-                state = end_run(state)
-            current = row[2]
-        seq = row[0]
-        if left_out and seq in left_out:
-            continue
-        record: Record | None = decoded.get(seq) if decoded else None
-        if record is None:
-            record = _call_fact(row, actors)
-        if record is None:  # a malformed member: decoded as the readers decode it
-            try:
-                record = parse_row(tuple(row))
-            except CorruptRecord as exc:
-                checks.skipped.append(exc)
-                checks.take_back(row)
-                checks.events -= 1
-                continue
-        state.add(record)
-    if current is not None:
-        state = end_run(state)
-    return deferred
-
-
-def _call_fact(row: Any, actors: _Actors) -> Fact | None:
-    """The :class:`Fact` of an intact row of the second pass (a result from its columns
-    alone); None when a member the report reads is malformed."""
-    if row[_KIND] == _RESULT:
-        verdict = row[_VERDICT]
-        return Fact(
-            Kind.TOOL_RESULT,
-            row[1],
-            row[2],
-            row[3],
-            row[_TOOL],
-            None if verdict is None else _VERDICTS.get(verdict),
-            from_micros(row[_TIME]),
-            err="error" if row[8] else "",
-        )
-    try:
-        return _fact(row, orjson.loads(row[_TEXT]), actors)
-    except (ValidationError, TypeError, AttributeError, KeyError, orjson.JSONDecodeError):
-        return None
 
 
 def _per_tool(reader: SQLReader, where: list[Any]) -> dict[str, list[int]]:
@@ -374,7 +382,11 @@ def _allowed(t: sa.Table) -> sa.ColumnElement[int]:
 
 
 def _timeline(
-    reader: SQLReader, where: list[Any], scan: _Checks, start: datetime | None, end: datetime | None
+    reader: SQLReader,
+    where: list[Any],
+    scan: _Pass | None,
+    start: datetime | None,
+    end: datetime | None,
 ) -> tuple[TimeBucket, ...]:
     """The timeline's buckets: actions and denials per bucket index by SQL, with the
     scan's corrections for rows whose columns were not what their JSON says."""
@@ -397,7 +409,8 @@ def _timeline(
         for bucket, a, total in conn.execute(query):
             actions[int(bucket)] += int(a or 0)
             denials[int(bucket)] += int(total) - int(a or 0)
-    for changes, sign in ((scan.taken, -1), (scan.added, 1)):
+    changes_of = () if scan is None else ((scan.taken, -1), (scan.added, 1))
+    for changes, sign in changes_of:
         for micros, allowed in changes:
             (actions if allowed else denials)[(micros - first_us) // width_us] += sign
     return buckets_of(placed, actions, denials)
@@ -424,18 +437,12 @@ def _window_micros(since: datetime | None, until: datetime | None) -> tuple[int 
 
 
 def _listed_runs(
-    reader: SQLReader, since: datetime | None, until: datetime | None
-) -> tuple[tuple[RunSummary, ...], int]:
-    """The first :data:`MAX_LISTED` runs of the window (oldest first) and how many."""
-    listed: list[RunSummary] = []
-    total = 0
-    for run in reader.runs(since=since, until=until):
-        if outside_any_run(run.run_id):
-            continue
-        total += 1
-        if len(listed) < MAX_LISTED:
-            listed.append(run)
-    return tuple(listed), total
+    reader: SQLReader, since: datetime | None, until: datetime | None, outside: int
+) -> tuple[RunSummary, ...]:
+    """The first :data:`MAX_LISTED` runs of the window, oldest first (``outside``: how
+    many of the window's "runs" are calls outside any run, left out)."""
+    listed = reader.runs(since=since, until=until, limit=MAX_LISTED + outside)
+    return tuple(r for r in listed if not outside_any_run(r.run_id))[:MAX_LISTED]
 
 
 def _keeps_tree(reader: SQLReader) -> bool:
@@ -476,11 +483,15 @@ def report_in_database(
         ).one()
     tree = _keeps_tree(reader)
     head = reader.stored_head() if tree else None  # type: ignore[attr-defined]
-    checks = _Checks(per_tool)
-    leaves: LeafRange | None = None
     tally = Tally()
+    leaves: LeafRange | None = None
+    work: _Pass | None = None
+    run_total = 0
     if low is not None:
         seqs = (int(low), int(high))
+        ends = _Ends(reader, seqs, where)
+        run_total = ends.runs
+        work = _Pass(per_tool, tally, ends, since, until)
         if tree:
             first = _first_leaf(reader, seqs[0])
             leaves = (
@@ -490,14 +501,12 @@ def report_in_database(
             )
             if first is None:
                 leaves.failed = f"row seq={seqs[0]} has no leaf index"
-        _check_rows(reader, seqs, window, checks, leaves, progress)
-        deferred = _facts(reader, seqs, window, checks, tally, since, until)
-        for state in deferred:  # runs cut by the window's edges: read across them
+        _one_pass(reader, seqs, window, work, leaves, progress)
+        for state in work.deferred:  # runs cut by the window's edges: read across them
             look_across(state, reader, since, until)
             state.finish()
-    tally.skipped[:0] = checks.skipped
     if progress is not None:
-        progress(checks.tally.checked)
+        progress(0 if work is None else work.hashes.checked)
     log_check: VerifyResult | None = None
     scope: LogScope | None = None
     if tree:
@@ -508,15 +517,16 @@ def report_in_database(
         if allowed or denied:
             stats = tally.tool(tool)
             stats.actions, stats.denials = allowed, denied
-    runs, run_total = _listed_runs(reader, since, until)
+    runs = _listed_runs(reader, since, until, 0 if work is None else work.ends.outside)
     oldest, newest = _held(reader)
-    first_t = None if checks.first is None else from_micros(checks.first)
-    last_t = None if checks.last is None else from_micros(checks.last)
+    first_t = None if work is None or work.first is None else from_micros(work.first)
+    last_t = None if work is None or work.last is None else from_micros(work.last)
+    hashes = HashTally() if work is None else work.hashes
     return ComplianceReport(
         generated_at=utc_now(),
         since=since,
         until=until,
-        events=checks.events,
+        events=0 if work is None else work.events,
         runs=runs,
         tools=tuple(sorted(tally.tools.values(), key=lambda s: s.tool)),
         denials=tally.denials.items(),
@@ -529,8 +539,8 @@ def report_in_database(
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
-        hash_check=with_unreadable(checks.tally.result(), tally.skipped),
-        timeline=_timeline(reader, where, checks, since or first_t, until or last_t),
+        hash_check=with_unreadable(hashes.result(), tally.skipped),
+        timeline=_timeline(reader, where, work, since or first_t, until or last_t),
         log_check=log_check,
         log_scope=scope,
         listed=listed_of(tally, run_total),
