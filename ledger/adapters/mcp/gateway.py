@@ -33,7 +33,9 @@
   ``ledger mcp accept --pins FILE TOOL`` while the proxy runs); ``ledger drift RUN``
   shows the calls made under the old definition as drifted. The downstream server is
   listed again at every upstream ``tools/list``, the moment a definition reaches the
-  model, so a changed definition is caught before a model is shown it. Without a pins
+  model, so a changed definition is caught before a model is shown it, and at once when
+  it announces a change (``notifications/tools/list_changed``, or a 2026-07-28
+  ``subscriptions/listen`` event), so calls are refused from then on. Without a pins
   file the accepted definitions live as long as the process (a restart trusts what the
   server lists then); annotations such as ``readOnlyHint`` are never taken as "safe".
 - **Sessions are runs**: a client session (a stdio connection, a handshake-era HTTP
@@ -223,7 +225,9 @@ class McpGateway:
     ``McpGateway(gate, downstream, *, name=None, pins=None, call_timeout=None,
     list_timeout=30.0, session_idle=600.0)``; use it as ``async with``. ``downstream`` is a
     ``StdioServerParameters`` (a command), a streamable-HTTP URL, an in-process MCP
-    ``Server``, or an entered ``mcp.Client`` the caller owns. ``gate`` supplies the sink,
+    ``Server``, or an entered ``mcp.Client`` the caller owns (a handshake-era server's
+    change notifications then go to that client's own ``message_handler``, not to the
+    gateway; tools are still listed again at every ``tools/list``). ``gate`` supplies the sink,
     policy, safe tools and redaction (the gateway puts its own refusals in front of the
     policy, in a gate of its own; ``gate`` itself is not changed). ``pins`` is a
     :class:`~ledger.adapters.mcp.definitions.Pins` or a path to a pins file.
@@ -270,6 +274,7 @@ class McpGateway:
         self._tasks: set[asyncio.Future[Any]] = set()  # calls not yet answered
         self._background: set[asyncio.Future[Any]] = set()  # records still being written
         self._server: Server[Any] | None = None
+        self._watcher: asyncio.Future[None] | None = None  # the tool-change subscription
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -280,12 +285,14 @@ class McpGateway:
             if isinstance(spec, Client):
                 self._down = spec
             else:
-                self._down = await stack.enter_async_context(Client(spec))
+                client = Client(spec, message_handler=self._on_downstream_message)
+                self._down = await stack.enter_async_context(client)
             info = self._down.server_info
             if not self.name:
                 self.name = info.name if info is not None and info.name else "mcp"
             with anyio.fail_after(self.list_timeout):
                 await self.refresh()
+            self._watch_tool_changes()
         except BaseException as exc:
             await stack.aclose()
             if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
@@ -303,6 +310,9 @@ class McpGateway:
         """End every open run (``abort`` for those with calls in flight) and stop the
         downstream server (when the gateway started it)."""
         self._stopping = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.wait([self._watcher], timeout=10)
         await self._cancel_inflight()
         for session in list(self._sessions.values()):
             await self._end(session)
@@ -590,6 +600,50 @@ class McpGateway:
         await down.session.validate_tool_result(name, result)
 
     # --- tools and their definitions ---------------------------------------------------
+
+    def _watch_tool_changes(self) -> None:
+        """On a 2026-07-28 connection to a server that announces tool changes, subscribe
+        to them (``subscriptions/listen``); a handshake-era server's
+        ``notifications/tools/list_changed`` reaches :meth:`_on_downstream_message`."""
+        down = self._down
+        caps = down.server_capabilities if down is not None else None
+        if down is None or caps is None or caps.tools is None or not caps.tools.list_changed:
+            return
+        if down.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        self._watcher = asyncio.ensure_future(self._listen(down))
+        self._watcher.add_done_callback(_retrieve)
+
+    async def _listen(self, down: Client) -> None:
+        try:
+            async with down.listen(tools_list_changed=True) as events:
+                if not events.honored.tools_list_changed:
+                    return
+                async for _ in events:
+                    await self._tools_changed()
+        except Exception as exc:  # tools are still listed again at every tools/list
+            log.info("mcp gateway: no tool change events from %s: %s", self.name, _describe(exc))
+
+    async def _on_downstream_message(self, message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and not self._stopping:
+            self._later(self._tools_changed())  # not inline: the session's reader waits
+
+    async def _tools_changed(self) -> None:
+        """The downstream server announced that its tools changed: list them again now,
+        so a changed definition is refused from this moment, not from the next
+        ``tools/list``; what changed is recorded in a run of its own."""
+        try:
+            with anyio.fail_after(self.list_timeout):
+                changes = await self.refresh()
+        except Exception as exc:
+            log.warning(
+                "mcp gateway: %s announced changed tools but could not list them: %s",
+                self.name,
+                _describe(exc),
+            )
+            return
+        if changes:
+            await self._record_changes_alone(changes)
 
     async def refresh(self) -> list[_Tool]:
         """List the downstream tools again; returns the tools whose definition is new or
