@@ -66,6 +66,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -97,6 +98,7 @@ WINDOW_30 = (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
 PROBE_TOOL = "write_ticket"  # events(tool=..., since=...) is timed on this tool
 PROBE_SINCE = datetime(2025, 9, 1, tzinfo=UTC)
 PAGE = 500
+LISTED = 1000  # the report lists the first 1,000 of each listing (ledger.report.listing)
 
 SAFE_TOOLS = tuple(
     f"{verb}_{noun}"
@@ -486,20 +488,30 @@ def plain_report(db: Plain, since: datetime, until: datetime, log: bool = True) 
         f"sum(CASE WHEN verdict = 'allowed' THEN 0 ELSE 1 END) FROM events WHERE {win} AND "
         "kind = 'action' GROUP BY 1", (w[0], width, *w),
     )  # fmt: skip
-    out["denials"] = [
-        (run, call, tool, t, v, orjson.loads(j).get("reason", ""))
-        for run, call, tool, t, v, j in db.rows(
-            f"SELECT run_id, call_id, tool, time_us, verdict, event_json FROM events WHERE {win}"
-            " AND kind = 'action' AND (verdict IS NULL OR verdict <> 'allowed') ORDER BY seq", w,
-        )
-    ]  # fmt: skip
-    out["approved"] = [
-        (run, call, tool, t, orjson.loads(j))
-        for run, call, tool, t, j in db.rows(
-            f"SELECT run_id, call_id, tool, time_us, event_json FROM events WHERE {win} AND "
-            "kind = 'action' AND verdict = 'allowed' ORDER BY seq", w,
-        )
-    ]  # fmt: skip
+    # the listed rows streamed, their JSON parsed; the first LISTED kept, the rest counted
+    # (per tool and reason, per approver and tool), as a report of bounded size does
+    denials: list[tuple[Any, ...]] = []
+    reasons: Counter[tuple[str, str]] = Counter()
+    for run, call, tool, t, v, j in db.stream(
+        f"SELECT run_id, call_id, tool, time_us, verdict, event_json FROM events WHERE {win}"
+        " AND kind = 'action' AND (verdict IS NULL OR verdict <> 'allowed') ORDER BY seq", w,
+    ):  # fmt: skip
+        reason = orjson.loads(j).get("reason", "")
+        reasons[(tool, reason)] += 1
+        if len(denials) < LISTED:
+            denials.append((run, call, tool, t, v, reason))
+    out["denials"] = (denials, reasons)
+    approved: list[tuple[Any, ...]] = []
+    approvers: Counter[tuple[str, str]] = Counter()
+    for run, call, tool, t, j in db.stream(
+        f"SELECT run_id, call_id, tool, time_us, event_json FROM events WHERE {win} AND "
+        "kind = 'action' AND verdict = 'allowed' ORDER BY seq", w,
+    ):  # fmt: skip
+        obj = orjson.loads(j)
+        approvers[((obj.get("approval") or {}).get("approver", ""), tool)] += 1
+        if len(approved) < LISTED:
+            approved.append((run, call, tool, t, obj))
+    out["approved"] = (approved, approvers)
     out["missing"] = db.rows(
         f"SELECT a.run_id, a.call_id, a.tool, a.time_us, a.event_id FROM events a WHERE {win} "
         "AND a.kind = 'action' AND a.verdict = 'allowed' AND NOT EXISTS (SELECT 1 FROM events r"

@@ -1,0 +1,225 @@
+"""The report of a window: its log check reads the window, its listings stay bounded.
+
+A compliance officer reporting on one month of a year-long ledger gets the month's rows
+recomputed and bound to the stored tree head and checkpoints (``ledger.report.logcheck``),
+not a rebuild of the whole year: tampering inside the window fails the report, tampering
+outside it is left to ``ledger verify`` (and the report says so). A window with more
+denials or approved actions than the report lists gives the counts, the first ones and
+the command that lists them all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ledger.canonical import sha256_of
+from ledger.integrity.note import Signer, generate_key
+from ledger.model import Event
+from ledger.report import build_report
+from ledger.report.listing import MAX_LISTED
+from ledger.report.verification import verify_rows
+from ledger.sinks import PostgresSink, SQLiteSink
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from scale import fleet  # type: ignore[import-not-found]  # the benchmark's generator
+
+JUNE = (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(fleet(3000, seed=5))
+    yield path
+
+
+def _edit(path: Path, sql: str, *params: Any) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(sql, params)
+    conn.commit()
+    conn.close()
+
+
+def _row_in(path: Path, inside: bool) -> int:
+    """The seq of an action row inside (or before) June."""
+    low, high = (int(m.timestamp()) * 1_000_000 for m in JUNE)
+    where = "time_us >= ? AND time_us < ?" if inside else "time_us < ? AND ? > 0"
+    conn = sqlite3.connect(path)
+    (seq,) = conn.execute(
+        f"SELECT seq FROM events WHERE kind = 'action' AND {where} ORDER BY seq LIMIT 1",
+        (low, high) if inside else (low, 1),
+    ).fetchone()
+    conn.close()
+    return int(seq)
+
+
+def test_a_windowed_report_rereads_only_its_window(ledger: Path) -> None:
+    with SQLiteSink(ledger) as sink:
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+        whole = build_report(sink)
+        head = sink.tree_head()
+    assert report.compliant and report.log_check is not None and report.log_check.ok
+    scope = report.log_scope
+    assert scope is not None and not scope.whole
+    assert 0 < scope.rows < 3000 and scope.rows >= report.events
+    assert report.log_check.size == head.size and report.log_check.root == head.root
+    assert "`ledger verify` rebuilds the whole log" in report.log_statement()
+    assert whole.log_scope is not None and whole.log_scope.whole
+    assert whole.log_scope.rows == 3000
+
+
+def _forge(path: Path, seq: int) -> None:
+    """Change the row's JSON and recompute its content hash to match: only the log can
+    tell."""
+    conn = sqlite3.connect(path)
+    (text,) = conn.execute("SELECT event_json FROM events WHERE seq = ?", (seq,)).fetchone()
+    conn.close()
+    forged = text.replace('"reason":"', '"reason":"forged ', 1)
+    assert forged != text
+    rehashed = sha256_of(orjson.loads(forged), profile="rfc8785")
+    _edit(
+        path, "UPDATE events SET event_json = ?, content_hash = ? WHERE seq = ?", forged,
+        rehashed, seq,
+    )  # fmt: skip
+
+
+def test_a_changed_row_inside_the_window_fails_the_report(ledger: Path) -> None:
+    _forge(ledger, _row_in(ledger, inside=True))
+    with SQLiteSink(ledger) as sink:
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+    assert report.hash_check.mismatch_count == 0  # the content hash was made to match
+    assert report.log_check is not None and not report.log_check.ok
+    assert not report.compliant and report.log_scope is None  # the full check named it
+    assert any(f.kind == "changed" for f in report.log_check.findings)
+
+
+def test_a_changed_head_fails_the_windowed_report(ledger: Path) -> None:
+    _edit(ledger, "UPDATE tree_head SET root = zeroblob(32)")
+    with SQLiteSink(ledger) as sink:
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+    assert report.log_check is not None and not report.log_check.ok and not report.compliant
+
+
+def test_changed_stored_nodes_are_not_vouched_for_by_the_window_check(ledger: Path) -> None:
+    """A row of the window whose stored nodes differ from the recomputed ones: the
+    window's check does not vouch for the window, the report runs the full check."""
+    seq = _row_in(ledger, inside=True)
+    _edit(ledger, "UPDATE events SET nodes = zeroblob(length(nodes)) WHERE seq = ?", seq)
+    with SQLiteSink(ledger) as sink:
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+    assert report.log_check is not None and report.log_scope is None
+
+
+def test_a_change_outside_the_window_is_left_to_ledger_verify(ledger: Path) -> None:
+    _forge(ledger, _row_in(ledger, inside=False))
+    with SQLiteSink(ledger) as sink:
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+        _, log = verify_rows(sink)
+    assert report.compliant and report.log_scope is not None  # not re-read, and it says so
+    assert "rows outside the window were not re-read" in report.log_statement()
+    assert log is not None and not log.ok  # the whole rebuild finds it
+
+
+def test_stored_checkpoints_are_checked_against_the_head(tmp_path: Path) -> None:
+    skey, _ = generate_key("example.com/ledger")
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        events = list(fleet(2000, seed=9))
+        sink.record_many(events[:1200])
+        first = sink.checkpoint(Signer.from_key(skey))
+        sink.record_many(events[1200:])
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+        whole = build_report(Streamed(sink), since=JUNE[0], until=JUNE[1])
+    assert report.log_check is not None and report.log_check.ok
+    assert report.log_check.checkpoints_verified == (first.size,)
+    assert whole.log_check is not None
+    assert report.log_check.checkpoints_verified == whole.log_check.checkpoints_verified
+    assert [f.kind for f in report.log_check.findings] == ["uncovered"]
+    assert [f.kind for f in whole.log_check.findings] == ["uncovered"]
+
+
+class Streamed:
+    """The sink behind a reader that is not a SQL sink (the streaming build, whose log
+    check rebuilds every row)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("record_many", "tree_head"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+# --- bounded listings ---------------------------------------------------------------------
+
+
+def _denials(n: int) -> list[Event]:
+    t0 = datetime(2025, 3, 1, tzinfo=UTC)
+    return [
+        Event(
+            kind="action", run_id=f"r{i % 7}", call_id=f"c{i}", tool="rm", verdict="denied",
+            reason=f"no {i % 3}", args={}, time=t0 + timedelta(seconds=i),
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_a_window_with_more_denials_than_listed_counts_them_all(tmp_path: Path) -> None:
+    n = MAX_LISTED + 234
+    with SQLiteSink(tmp_path / "ledger.db") as sink:
+        sink.record_many(_denials(n))
+        report = build_report(sink)
+        streamed = build_report(Streamed(sink))
+    for r in (report, streamed):
+        assert len(r.denials) == MAX_LISTED and r.counts.denials == n
+        assert r.denials == tuple(sorted(r.denials, key=lambda d: (d.time, d.event_id)))
+        assert r.denials[0].call_id == "c0"  # the first in time order
+        data = r.to_dict()
+        assert data["totals"]["denials"] == n
+        listing = data["listing"]
+        assert listing["more"] == {"denials": 234}
+        assert listing["full"]["denials"].startswith("ledger events --kind action")
+        assert "234 more" in r.to_html()
+        assert any(row.startswith("listing,") for row in r.to_csv().splitlines())
+    assert report.denials == streamed.denials
+
+
+def test_approved_actions_are_counted_per_approver_tool_and_policy(tmp_path: Path) -> None:
+    with SQLiteSink(tmp_path / "ledger.db") as sink:
+        sink.record_many(fleet(4000, seed=3))
+        report = build_report(sink)
+        streamed = build_report(Streamed(sink))
+    assert report.approval_groups == streamed.approval_groups
+    assert sum(g.count for g in report.approval_groups) == report.counts.approved
+    assert {g.approver for g in report.approval_groups} >= {"", "bob"}
+    assert report.counts.approved == len(report.approved) + report.listing()["more"].get(
+        "approved", 0
+    )
+
+
+def test_the_postgres_report_of_a_window_rereads_only_its_window(pg_dsn: str) -> None:
+    import psycopg
+
+    schema = f"report_window_{datetime.now(UTC).strftime('%H%M%S%f')}"
+    sink = PostgresSink.open(pg_dsn, schema=schema)
+    try:
+        sink.record_many(fleet(3000, seed=5))
+        report = build_report(sink, since=JUNE[0], until=JUNE[1])
+        head = sink.tree_head()
+    finally:
+        sink.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    assert report.compliant and report.log_check is not None
+    assert report.log_check.root == head.root
+    assert report.log_scope is not None and 0 < report.log_scope.rows < 3000
