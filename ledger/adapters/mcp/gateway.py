@@ -77,6 +77,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace as otel_trace
 from pydantic import TypeAdapter
 
 from ledger.adapters.mcp.definitions import (
@@ -374,6 +375,7 @@ class McpGateway:
                 on_call_tool=self._on_call_tool,
                 **extra,
             )
+            self._server.middleware = [_TracedOnly.wrap(m) for m in self._server.middleware]
         return self._server
 
     # --- resources and prompts: passed through; a resource read is recorded as evidence --
@@ -962,6 +964,25 @@ class _StdinLines:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(0, fcntl.F_SETFL, self._flags)
             self._flags = None
+
+
+class _TracedOnly:
+    """The SDK's OpenTelemetry middleware (a span per request), run only while a tracer
+    provider is set: without one its spans are no-ops that still cost every call."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @classmethod
+    def wrap(cls, middleware: Any) -> Any:
+        traces = type(middleware).__name__ == "OpenTelemetryMiddleware"
+        return cls(middleware) if traces else middleware
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+        provider = otel_trace.get_tracer_provider()
+        if isinstance(provider, otel_trace.ProxyTracerProvider | otel_trace.NoOpTracerProvider):
+            return await call_next(ctx)
+        return await self.inner(ctx, call_next)
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
