@@ -37,7 +37,7 @@ import orjson
 from ulid import ULID
 
 from ledger.drift import content_hash
-from ledger.errors import ValidationError
+from ledger.errors import CallNotFound, ValidationError
 from ledger.gate.call import LARGE, CallSteps
 from ledger.gate.events import end_event, request_event, request_ref
 from ledger.gate.names import unique_name
@@ -354,8 +354,24 @@ class Run(CallSteps):
 
     def ref(self, call_id: str) -> Ref:
         """The ``tool`` ref to the recorded result of an earlier call of this run (its
-        event id and content hash), to cite as ``evidence``; ``KeyError`` if none."""
-        event_id, digest = self._results[call_id]
+        event id and content hash), to cite as ``evidence``; ``CallNotFound`` (a
+        ``LookupError``) when no call of this run with that id has a recorded result.
+
+        >>> from ledger import Gate
+        >>> from ledger.sinks import DiscardSink
+        >>> Gate(DiscardSink()).run("tidy up").ref("c9")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ledger.errors.CallNotFound: no call 'c9' of this run has a recorded result to cite ...
+        """
+        try:
+            event_id, digest = self._results[call_id]
+        except (KeyError, TypeError):
+            known = ", ".join(repr(c) for c in list(self._results)[-5:]) or "none"
+            raise CallNotFound(
+                f"no call {call_id!r} of this run has a recorded result to cite (calls with "
+                f"results so far: {known}); cite a call id after that call returned"
+            ) from None
         return Ref(source=RefSource.TOOL, id=str(event_id), hash=digest)
 
     # --- tool calls --------------------------------------------------------------------

@@ -5,9 +5,13 @@ tool passed to run.call is gated once. A measured duration is never 0."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
+import pytest
+
 from ledger import AllowAll, Gate, Ref
+from ledger.errors import CallNotFound
 from ledger.model import Kind
 from ledger.sinks import SQLiteSink
 
@@ -124,4 +128,25 @@ def test_a_measured_duration_is_never_zero(tmp_path: Path) -> None:
             quick()
     results = list(sink.events(run_id=run.run_id, kind=Kind.TOOL_RESULT))
     assert len(results) == 5 and all(e.duration_ms >= 1 for e in results)
+    sink.close()
+
+
+def test_citing_a_call_that_has_no_result_says_which_calls_do(tmp_path: Path) -> None:
+    gate, sink = _gate(tmp_path)
+
+    @gate.tool()
+    def write(path: str) -> str:
+        return path
+
+    with gate.run("write twice") as run:
+        write(path="a")
+        first = run.last_call_id
+        with pytest.raises(CallNotFound, match=r"no call 'c-typo'.*" + re.escape(repr(first))):
+            run.cite("c-typo")
+        with pytest.raises(LookupError):  # CallNotFound is a LookupError (and a LedgerError)
+            run.ref("c-typo")
+        run.cite(first)  # nothing half-cited by the refused call
+        write(path="b")
+    actions = list(sink.events(run_id=run.run_id, kind="action"))
+    assert len(actions[1].refs) == 2  # the request and the first call's result
     sink.close()
