@@ -285,7 +285,8 @@ def emit_listing(
 ) -> int:
     """Print ``rows`` as a JSON array, NDJSON or CSV (``columns`` is the CSV header and
     order, printed unless ``header=False``; nested values are JSON in their cell),
-    streaming; return how many there were."""
+    streaming; return how many there were. A JSON array is closed even when reading
+    fails midway, so standard output stays parseable (the command still exits 1)."""
     count = 0
     if form == "csv":
         buffer = io.StringIO()
@@ -306,11 +307,13 @@ def emit_listing(
             count += 1
         return count
     click.echo("[", nl=False)
-    for row in rows:
-        text = json.dumps(row, indent=2, ensure_ascii=False, default=_default)
-        click.echo(("\n" if not count else ",\n") + "  " + text.replace("\n", "\n  "), nl=False)
-        count += 1
-    click.echo("\n]" if count else "]")
+    try:
+        for row in rows:
+            text = json.dumps(row, indent=2, ensure_ascii=False, default=_default)
+            click.echo(("\n" if not count else ",\n") + "  " + text.replace("\n", "\n  "), nl=False)
+            count += 1
+    finally:  # a read that fails midway still leaves a JSON array (the error: stderr, exit 1)
+        click.echo("\n]" if count else "]")
     return count
 
 

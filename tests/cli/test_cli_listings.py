@@ -220,3 +220,17 @@ def test_db_copy_refuses_a_tampered_source_unless_told(
     assert not target.exists()  # nothing copied, nothing created
     forced = invoke("db", "copy", sqlite_ledger.url, sqlite_url(target), "--allow-damaged")
     assert forced.exit_code == 0, forced.stderr
+
+
+def test_a_listing_that_fails_midway_still_prints_a_json_array(tmp_path: Path) -> None:
+    """A JSONL ledger with a garbage line after good ones: ``events --json`` exits 1
+    with one error line, and what it printed before the bad line is a closed array."""
+    path = tmp_path / "l.jsonl"
+    fill(f"jsonl:///{path}", tmp_path)
+    good = len(path.read_text().splitlines())
+    with path.open("a") as f:
+        f.write("garbage{\n")
+    result = invoke("events", "--db", f"jsonl:///{path}", "--json")
+    assert result.exit_code == 1
+    assert "line" in result.stderr and "ledger: error:" in result.stderr
+    assert len(json.loads(result.stdout)) == good
