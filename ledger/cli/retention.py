@@ -318,6 +318,11 @@ def erase(
         emit_json({**outcome.to_dict(), "events": lines})
         return
     what = selection.describe()
+    if outcome.shredded:
+        click.echo(
+            f"{'dry run: would destroy' if dry_run else 'destroyed'} the data key of {what}: "
+            "its args and result are unreadable wherever a copy of them is"
+        )
     if dry_run:
         click.echo(
             f"dry run: would erase {outcome.erased} event(s) of {what}"
@@ -360,11 +365,33 @@ def db_vacuum(db: str, as_json: bool) -> None:
     )
 
 
+# --- ledger payload-key ----------------------------------------------------------------
+
+
+@click.command("payload-key", short_help="Make a payload key file (crypto-shredding).")
+@click.option(
+    "--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+    help="The key file to create (mode 0600; never overwritten).",
+)  # fmt: skip
+def payload_key(out: Path) -> None:
+    """Make a new 256-bit payload key in OUT (mode 0600). A ledger created with it
+    (LEDGER_PAYLOAD_KEY=OUT, or payload_key=FileKeyWrapper(OUT)) stores every run's args
+    and result encrypted under a data key of the run, wrapped by this key; erasing a run
+    destroys its data key. Keep the file where the database is not: without it no
+    payload can be read."""
+    from ledger.sinks.shred import FileKeyWrapper
+
+    made = FileKeyWrapper.create(out)
+    click.echo(f"payload key {made.key_id} written to {out}")
+
+
 def register(group: click.Group) -> None:
-    """Add ``retention``, ``hold``, ``erase`` and ``db vacuum`` to ``group``."""
+    """Add ``retention``, ``hold``, ``erase``, ``payload-key`` and ``db vacuum`` to
+    ``group``."""
     group.add_command(retention)
     group.add_command(hold)
     group.add_command(erase)
+    group.add_command(payload_key)
     db_group = group.commands.get("db")
     if isinstance(db_group, click.Group):
         db_group.add_command(db_vacuum)

@@ -214,6 +214,7 @@ class ErasureOutcome:
     dry_run: bool
     record_id: str | None = None
     digest: str = ""
+    shredded: bool = False  # the run's data key destroyed (a crypto-shredding ledger)
 
     def to_dict(self) -> dict[str, Any]:
         """Stable field names (``ledger erase --json``)."""
@@ -225,6 +226,7 @@ class ErasureOutcome:
             "dry_run": self.dry_run,
             "record": self.record_id,
             "digest": self.digest,
+            "shredded": self.shredded,
         }
 
 
@@ -672,9 +674,12 @@ class Retention:
                 self._check_floor(conn, where, state, txn.now)
                 self._check_holds(conn, where, holds)
             guard = _Guard(to_micros(state.policy.cutoff(txn.now)), holds)
+            payloads = self._sink._payloads if selection.run_id is not None else None
+            shred = payloads is not None and bool({"args", "result"} & set(wanted))
+            key_only = shred and set(wanted) <= {"args", "result"}  # the rows stay as they are
             try:
                 erased, already, digest, stones = self._tombstones(
-                    conn, selection, wanted, record_id, why, dry_run, each, guard
+                    conn, selection, wanted, record_id, why, dry_run or key_only, each, guard
                 )
             except _Violation:
                 # a selected row inside the floor or under a hold: say exactly what
@@ -685,6 +690,18 @@ class Retention:
                 raise refuse(
                     f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
                 )
+            if shred:
+                assert payloads is not None and selection.run_id is not None
+                destroyed = dry_run or payloads.destroy(
+                    conn, selection.run_id, record_id=record_id, reason=why, by=who,
+                    at_us=to_micros(txn.now),
+                )  # fmt: skip
+                if dry_run and payloads.destroyed(conn, selection.run_id):
+                    destroyed = False
+                if key_only:  # no tombstone: the ciphertext stays, unreadable
+                    erased, already = (erased + already, 0) if destroyed else (0, erased + already)
+                    digest = stones = hashlib.sha256().hexdigest()
+                shred = destroyed
             outcome = ErasureOutcome(
                 selection=selection,
                 fields=wanted,
@@ -693,13 +710,14 @@ class Retention:
                 dry_run=dry_run,
                 record_id=None if dry_run or not erased else record_id,
                 digest=digest if erased else "",
+                shredded=shred,
             )
             if dry_run or not erased:
                 raise _Rollback(outcome)
             record = {
                 "selection": selection.to_dict(),
                 "fields": list(wanted),
-                "events": erased,
+                "events": 0 if key_only else erased,
                 "digest": digest,
                 "tombstones": stones,
                 "already_erased": already,
@@ -708,6 +726,10 @@ class Retention:
                 "by": who,
                 "reason": why,
             }
+            if shred:  # the run's data key was destroyed: its args and result are unreadable
+                assert payloads is not None
+                record["shredded"] = {"run_id": selection.run_id, "key_id": payloads.key_id}
+                record["shredded_events"] = erased
             conn.execute(
                 self._t.erasures.insert().values(
                     record_id=record_id,

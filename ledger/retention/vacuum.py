@@ -84,7 +84,7 @@ def vacuum(sink: Any) -> VacuumOutcome:
                 "open the ledger by URL"
             )
         schema = getattr(sink, "schema", None)
-        names = ["events", "tree_head", "tree_checkpoints"]
+        names = ["events", "tree_head", "tree_checkpoints", "run_keys"]
         qualified = [f'"{schema}".{n}' if schema else n for n in names]
         before = _pg_size(engine, qualified)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

@@ -79,6 +79,7 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
+from ledger.sinks.shred import KeyWrapper, attach_payloads
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -128,6 +129,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         *,
         schema: str | None = None,
         migrate: bool = True,
+        payload_key: KeyWrapper | None = None,
     ) -> None:
         self._conn: sa.Connection | None = None
         if isinstance(bind, sa.Connection):
@@ -165,6 +167,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         self._committer: GroupCommitter[list[Row]] = GroupCommitter(self._write_batch)
         if migrate:
             self._migrate()
+        attach_payloads(self, payload_key, writer=migrate)  # crypto-shredding mode
 
     @classmethod
     def open(
@@ -245,7 +248,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
     # --- the write path -------------------------------------------------------------
 
     def _row(self, event: Event) -> Row:
-        return _pg_row(event)
+        return _pg_row(event if self._payloads is None else self._payloads.seal(event))
 
     def _write(self, make: Callable[[], list[Row]]) -> None:
         self._check_writable()

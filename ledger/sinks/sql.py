@@ -158,6 +158,8 @@ class SQLReader(Closing):
 
     _table: sa.Table
     _engine: sa.Engine
+    _payloads: Any = None  # ledger.sinks.shred.Payloads in crypto-shredding mode
+    _decode = staticmethod(parse_row)  # a stored row to its event (shred.attach_payloads)
 
     @property
     def _dialect(self) -> str:
@@ -193,7 +195,7 @@ class SQLReader(Closing):
             row = conn.execute(query).first()
         if row is None:
             raise EventNotFound(f"no event with id {key} is stored")
-        return parse_row(row)
+        return self._decode(row)
 
     def chain(self, run_id: str) -> Chain:
         """The run ``run_id`` assembled from its events ordered by event id;
@@ -215,7 +217,7 @@ class SQLReader(Closing):
         if not fetched:
             raise RunNotFound(f"no events of run {run_id!r} are stored (see `ledger runs`)")
         rows = sorted(fetched, key=_by_event_id)  # Crockford text sorts as the ULID does
-        chain = assemble_chain(map(parse_row, rows))
+        chain = assemble_chain(map(self._decode, rows))
         return chain if chain.run_id else replace(chain, run_id=run_id)
 
     def events(
@@ -259,7 +261,7 @@ class SQLReader(Closing):
             with self._reading() as conn, self._page_guard(conn):
                 rows = conn.execute(query).all()
             for row in rows:
-                yield parse_row(row)
+                yield self._decode(row)
             if len(rows) < size:
                 return
             cursor = rows[-1][0]

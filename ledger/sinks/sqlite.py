@@ -64,6 +64,7 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
+from ledger.sinks.shred import KeyWrapper, attach_payloads
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -130,6 +131,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         busy_timeout: float = 5.0,
         lock_wait: float = 120.0,
         migrate: bool = True,
+        payload_key: KeyWrapper | None = None,
     ) -> None:
         self.path = check_path(path, "SQLiteSink")
         if path == ":memory:":
@@ -161,6 +163,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 self._migrate()
             else:
                 self._require_readable()
+            attach_payloads(self, payload_key, writer=migrate)  # crypto-shredding mode
         except sa.exc.DBAPIError as exc:
             self._engine.dispose()
             raise StorageError(
@@ -257,7 +260,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
     # --- the write path -------------------------------------------------------------
 
     def _row(self, event: Event) -> Row:
-        return event_row(event)
+        return event_row(event if self._payloads is None else self._payloads.seal(event))
 
     def _write(self, make: Callable[[], list[Row]]) -> None:
         self._check_writable()

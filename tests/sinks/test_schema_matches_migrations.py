@@ -33,6 +33,10 @@ def _metadata() -> sa.MetaData:
     else:
         kept = RetentionTables(None)
         tables += [kept.policy, kept.holds, kept.erasures]
+    from ledger.sinks.shred import ShredTables
+
+    shred = ShredTables(None)
+    tables += [shred.mode, shred.keys]
     for table in tables:
         table.to_metadata(md)
     return md

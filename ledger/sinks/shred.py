@@ -1,0 +1,503 @@
+"""Crypto-shredding: ``args`` and ``result`` stored encrypted under a per-run data key.
+
+>>> wrapper = FileKeyWrapper.create("payload.key")        # doctest: +SKIP
+>>> sink = SQLiteSink("ledger.db", payload_key=wrapper)   # a new ledger: shredding mode
+>>> sink.commit_action(action)                             # doctest: +SKIP
+
+A ledger chooses the mode when it is created, and stores it (table ``payload_mode``):
+
+* In shredding mode every run gets a random 256-bit *data key* the first time one of its
+  events is written, kept in ``run_keys`` wrapped by the operator's key (a
+  :class:`KeyWrapper`: :class:`FileKeyWrapper` for a key file, or anything with the
+  same three members, such as a KMS client). Each event's ``args`` and ``result`` are
+  stored as an *envelope*, JSON text the event carries in their place::
+
+      {"encrypted":"aes-256-gcm","nonce":"<base64, 12 bytes>","ciphertext":"<base64>"}
+
+  AES-256-GCM of the field's JSON text, with the associated data
+  ``agentledger payload v1 \\n origin \\n run id \\n event id \\n field``, so a ciphertext
+  moved to another event, field, run or ledger does not decrypt. The stored event JSON
+  holds the envelope, so the leaf of the Merkle log covers the ciphertext.
+* Erasing a run (``ledger erase --run``, its ``args`` and ``result`` among the fields)
+  destroys its data key: the wrapped key is overwritten (``ledger db vacuum`` reclaims the
+  space it held) and the rows stay exactly as they are, so the tree, every checkpoint and
+  every proof verify before and after; readers show those payloads as erased.
+* A reader with the operator's key sees the payloads decrypted; without it, the
+  envelopes as stored (encrypted, never a crash); with another key, a clear error.
+* A writer without the key is refused at its first event (nothing stored), so the
+  ledger's own maintenance (erase, checkpoints, vacuum) needs no payload key. A ledger
+  created in clear cannot be switched to shredding (its stored payloads are in clear):
+  opening it for writing with a key is refused.
+
+The key comes from ``payload_key=`` of :class:`~ledger.sinks.SQLiteSink` and
+:class:`~ledger.sinks.PostgresSink`, else from ``$LEDGER_PAYLOAD_KEY`` (the path of a key
+file), so ``open_sink`` and every command find it. Retention runs (the records of
+erasures) are never encrypted: ``ledger verify`` reads them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import threading
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+import sqlalchemy as sa
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ledger.errors import CorruptRecord, LedgerError, StorageError
+from ledger.model.erasure import ALL_FIELDS, Erasure
+from ledger.model.event import Event
+
+__all__ = [
+    "ENV_KEY",
+    "SCHEME",
+    "FileKeyWrapper",
+    "KeyWrapper",
+    "PayloadKeyError",
+    "Payloads",
+    "ShredTables",
+    "attach_payloads",
+    "is_envelope",
+]
+
+log = logging.getLogger(__name__)
+
+ENV_KEY = "LEDGER_PAYLOAD_KEY"
+"""The environment variable naming the payload key file when ``payload_key`` is not given."""
+SCHEME = "aes-256-gcm/v1"
+FIELDS = ("args", "result")
+_ENVELOPE = '{"encrypted":"aes-256-gcm","nonce":"'
+_FILE_HEAD = "agentledger-payload-key v1 "
+_CACHE_SECONDS = 2.0  # how long a reader trusts a run key's state before reading it again
+
+
+class PayloadKeyError(LedgerError):
+    """The payload key is missing, wrong, or cannot be used (the message says which)."""
+
+
+@runtime_checkable
+class KeyWrapper(Protocol):
+    """Wraps and unwraps the per-run data keys (the operator's key, or a KMS).
+
+    ``key_id`` names the wrapping key (stored with the ledger's mode, so another key is
+    refused by name); ``context`` binds a wrapped key to its ledger and run, and must be
+    given back to ``unwrap`` unchanged. ``unwrap`` raises ``PayloadKeyError`` when the
+    wrapped bytes do not open under this key and context.
+    """
+
+    @property
+    def key_id(self) -> str: ...
+
+    def wrap(self, key: bytes, context: bytes) -> bytes: ...
+
+    def unwrap(self, wrapped: bytes, context: bytes) -> bytes: ...
+
+
+class FileKeyWrapper:
+    """A :class:`KeyWrapper` over a 256-bit key kept in a file (mode 0600).
+
+    The file holds one line: ``agentledger-payload-key v1 <base64 of 32 bytes>``. A data
+    key is wrapped as ``nonce (12 bytes) || AES-256-GCM(key, data key, context)``.
+    """
+
+    __slots__ = ("_aead", "_key_id", "path")
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            text = self.path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            raise PayloadKeyError(
+                f"payload key file {self.path} does not exist; make one with "
+                "`ledger payload-key --out FILE`"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PayloadKeyError(f"cannot read the payload key file {self.path}: {exc}") from None
+        try:
+            if not text.startswith(_FILE_HEAD):
+                raise ValueError("no header")
+            secret = base64.b64decode(text[len(_FILE_HEAD) :], validate=True)
+            if len(secret) != 32:
+                raise ValueError("not 32 bytes")
+        except ValueError:
+            raise PayloadKeyError(
+                f"{self.path} is not a payload key file (expected one line "
+                f"'{_FILE_HEAD}<base64 of 32 bytes>', as `ledger payload-key` writes)"
+            ) from None
+        if os.name == "posix" and self.path.stat().st_mode & 0o077:
+            log.warning("payload key file %s is readable by others; chmod 600 it", self.path)
+        self._aead = AESGCM(secret)
+        self._key_id = hashlib.sha256(b"agentledger payload key id\n" + secret).hexdigest()[:16]
+
+    @classmethod
+    def create(cls, path: str | Path) -> FileKeyWrapper:
+        """Write a new random key to ``path`` (created with mode 0600; an existing file
+        is never overwritten) and return its wrapper."""
+        target = Path(path)
+        line = _FILE_HEAD + base64.b64encode(os.urandom(32)).decode() + "\n"
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise PayloadKeyError(f"{target} exists; a payload key is never overwritten") from None
+        except OSError as exc:
+            raise PayloadKeyError(f"cannot create the payload key file {target}: {exc}") from None
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        return cls(target)
+
+    @property
+    def key_id(self) -> str:
+        """16 hex digits of SHA-256 over the key (never the key itself)."""
+        return self._key_id
+
+    def wrap(self, key: bytes, context: bytes) -> bytes:
+        """``nonce || ciphertext`` of ``key`` bound to ``context``."""
+        nonce = os.urandom(12)
+        return nonce + self._aead.encrypt(nonce, key, context)
+
+    def unwrap(self, wrapped: bytes, context: bytes) -> bytes:
+        """The data key; ``PayloadKeyError`` when it does not open."""
+        try:
+            return self._aead.decrypt(wrapped[:12], wrapped[12:], context)
+        except (InvalidTag, ValueError):
+            raise PayloadKeyError(
+                f"a wrapped run key does not open with payload key {self._key_id} (another "
+                "key, or the row was changed outside the ledger)"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"FileKeyWrapper({str(self.path)!r}, key_id={self._key_id!r})"
+
+
+class ShredTables:
+    """``payload_mode`` and ``run_keys`` (revision ``0005_payload_keys``)."""
+
+    __slots__ = ("keys", "mode")
+
+    def __init__(self, schema: str | None = None) -> None:
+        md = sa.MetaData(schema=schema)
+        self.mode = sa.Table(
+            "payload_mode",
+            md,
+            sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
+            sa.Column("scheme", sa.Text(), nullable=False),
+            sa.Column("key_id", sa.Text(), nullable=False),
+            sa.Column("created_us", sa.BigInteger(), nullable=False),
+        )
+        self.keys = sa.Table(
+            "run_keys",
+            md,
+            sa.Column("run_id", sa.Text(), primary_key=True),
+            sa.Column("wrapped", sa.LargeBinary(), nullable=True),
+            sa.Column("key_id", sa.Text(), nullable=False),
+            sa.Column("created_us", sa.BigInteger(), nullable=False),
+            sa.Column("destroyed_us", sa.BigInteger(), nullable=True),
+            sa.Column("destroyed_by", sa.Text(), nullable=True),
+            sa.Column("record_id", sa.String(26), nullable=True),
+            sa.Column("reason", sa.Text(), nullable=True),
+        )
+
+
+def is_envelope(text: str | None) -> bool:
+    """True when a field's JSON text is an encrypted payload's envelope."""
+    return text is not None and text.startswith(_ENVELOPE)
+
+
+class _Destroyed:
+    """A run key an erasure destroyed: which record, why."""
+
+    __slots__ = ("reason", "record_id")
+
+    def __init__(self, record_id: str, reason: str) -> None:
+        self.record_id, self.reason = record_id, reason
+
+
+_RunKey = AESGCM | _Destroyed | None  # None: no key stored for the run
+
+
+class Payloads:
+    """The payload mode of one sink: seals events for writing, reveals rows read."""
+
+    def __init__(self, sink: Any, wrapper: KeyWrapper | None, *, origin: str, key_id: str) -> None:
+        self._sink = sink
+        self._wrapper = wrapper
+        self._origin = origin
+        self.key_id = key_id
+        self._t = ShredTables(getattr(sink, "schema", None))
+        self._lock = threading.Lock()
+        self._keys: dict[str, tuple[float, _RunKey]] = {}
+
+    # --- the write path -------------------------------------------------------------
+
+    def seal(self, event: Event) -> Event:
+        """``event`` with ``args`` and ``result`` replaced by their envelopes (the run's
+        data key is made and stored first, once per run). ``PayloadKeyError`` without
+        the operator's key, or for a run whose key an erasure destroyed."""
+        if event.args is None and event.result is None:
+            return event
+        if self._wrapper is None:
+            raise PayloadKeyError(
+                "this ledger stores args and result encrypted (crypto-shredding), and no "
+                f"payload key was given, so nothing was written: pass payload_key= or set "
+                f"${ENV_KEY} to the key file (key id {self.key_id})"
+            )
+        key = self._writable_key(event.run_id)
+        changes: dict[str, str] = {}
+        for name in FIELDS:
+            value = getattr(event, name)
+            if value is not None:
+                changes[name] = self._encrypt(key, event, name, value)
+        sealed: Event = event.replace(**changes)
+        return sealed
+
+    def _encrypt(self, key: AESGCM, event: Event, name: str, text: str) -> str:
+        nonce = os.urandom(12)
+        data = key.encrypt(nonce, text.encode("utf-8"), self._aad(event, name))
+        return (
+            _ENVELOPE
+            + base64.b64encode(nonce).decode()
+            + '","ciphertext":"'
+            + base64.b64encode(data).decode()
+            + '"}'
+        )
+
+    def _aad(self, event: Event, name: str) -> bytes:
+        return (
+            f"agentledger payload v1\n{self._origin}\n{event.run_id}\n{event.event_id}\n{name}"
+        ).encode()
+
+    def _context(self, run_id: str) -> bytes:
+        return f"agentledger run key v1\n{self._origin}\n{run_id}".encode()
+
+    def _writable_key(self, run_id: str) -> AESGCM:
+        found = self._cached(run_id, fresh=False)
+        if isinstance(found, AESGCM):
+            return found
+        if isinstance(found, _Destroyed):
+            raise PayloadKeyError(
+                f"run {run_id!r} was erased (its data key destroyed by erasure record "
+                f"{found.record_id}); write its events under a new run id"
+            )
+        assert self._wrapper is not None
+        wrapped = self._wrapper.wrap(os.urandom(32), self._context(run_id))
+        k = self._t.keys
+        writing: AbstractContextManager[sa.Connection] = self._sink._tree_writing()
+        with writing as conn:
+            exists = conn.execute(sa.select(k.c.run_id).where(k.c.run_id == run_id)).first()
+            if exists is None:
+                conn.execute(
+                    k.insert().values(
+                        run_id=run_id,
+                        wrapped=wrapped,
+                        key_id=self._wrapper.key_id,
+                        created_us=time.time_ns() // 1000,
+                    )
+                )
+        found = self._cached(run_id, fresh=True)
+        if not isinstance(found, AESGCM):
+            raise PayloadKeyError(f"run {run_id!r}: its data key could not be stored or read")
+        return found
+
+    # --- the read path --------------------------------------------------------------
+
+    def decode_row(self, row: Any) -> Event:
+        """A stored row as its event, ``args`` and ``result`` decrypted (the reader's
+        hook). Without the operator's key the envelopes are left as stored; a run whose
+        key was destroyed has them erased (``Event.erased`` says by which record)."""
+        from ledger.sinks.rows import parse_row
+
+        event = parse_row(row)
+        sealed = [n for n in FIELDS if is_envelope(getattr(event, n))]
+        if not sealed or self._wrapper is None:
+            return event
+        key = self._cached(event.run_id, fresh=False)
+        if key is None:
+            raise CorruptRecord(
+                f"events row seq={row[0]} (event {event.event_id}): its payload is encrypted "
+                f"but run {event.run_id!r} has no data key stored; the rows were changed "
+                "outside the ledger. Run `ledger verify`",
+                seq=row[0],
+                event_id=str(event.event_id),
+            )
+        if isinstance(key, _Destroyed):
+            return _shredded(event, sealed, key, row[-1])
+        changes: dict[str, str] = {}
+        for name in sealed:
+            changes[name] = self._decrypt(key, event, name, getattr(event, name), row[0])
+        revealed: Event = event.replace(**changes)
+        return revealed
+
+    def _decrypt(self, key: AESGCM, event: Event, name: str, text: str, seq: Any) -> str:
+        try:
+            obj = orjson.loads(text)
+            nonce = base64.b64decode(obj["nonce"], validate=True)
+            data = base64.b64decode(obj["ciphertext"], validate=True)
+            return key.decrypt(nonce, data, self._aad(event, name)).decode("utf-8")
+        except (InvalidTag, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            raise CorruptRecord(
+                f"events row seq={seq} (event {event.event_id}): its encrypted {name} does "
+                "not decrypt; it was changed outside the ledger. Run `ledger verify`",
+                seq=seq,
+                event_id=str(event.event_id),
+            ) from None
+
+    def _cached(self, run_id: str, *, fresh: bool) -> _RunKey:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._keys.get(run_id)
+        if hit is not None and not fresh and now - hit[0] < _CACHE_SECONDS:
+            return hit[1]
+        found = self._load(run_id)
+        with self._lock:
+            if len(self._keys) > 10_000:
+                self._keys.clear()
+            self._keys[run_id] = (now, found)
+        return found
+
+    def _load(self, run_id: str) -> _RunKey:
+        k = self._t.keys
+        reading: AbstractContextManager[sa.Connection] = self._sink._reading()
+        with reading as conn:
+            row = conn.execute(
+                sa.select(k.c.wrapped, k.c.record_id, k.c.reason, k.c.destroyed_us).where(
+                    k.c.run_id == run_id
+                )
+            ).first()
+        if row is None:
+            return None
+        if row.destroyed_us is not None or row.wrapped is None:
+            return _Destroyed(str(row.record_id or ""), str(row.reason or "erased"))
+        assert self._wrapper is not None
+        return AESGCM(self._wrapper.unwrap(bytes(row.wrapped), self._context(run_id)))
+
+    # --- erasure ----------------------------------------------------------------------
+
+    def destroyed(self, conn: sa.Connection, run_id: str) -> bool:
+        """True when ``run_id``'s data key was destroyed already (or it has none)."""
+        k = self._t.keys
+        row = conn.execute(sa.select(k.c.destroyed_us).where(k.c.run_id == run_id)).first()
+        return row is None or row[0] is not None
+
+    def destroy(
+        self, conn: sa.Connection, run_id: str, *, record_id: str, reason: str, by: str, at_us: int
+    ) -> bool:
+        """Destroy ``run_id``'s data key inside the erasure's transaction ``conn``: the
+        wrapped key is overwritten with NULL (SQLite's ``secure_delete`` zeroes the
+        bytes it held). False when the run has no key, or it was destroyed already."""
+        k = self._t.keys
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA secure_delete = ON")
+        done = conn.execute(
+            k.update()
+            .where(k.c.run_id == run_id, k.c.destroyed_us.is_(None))
+            .values(
+                wrapped=None,
+                destroyed_us=at_us,
+                destroyed_by=by,
+                record_id=record_id,
+                reason=reason,
+            )
+        ).rowcount
+        with self._lock:
+            self._keys.pop(run_id, None)
+        return bool(done)
+
+
+def _shredded(event: Event, sealed: list[str], key: _Destroyed, stored: Any) -> Event:
+    """``event`` with its sealed fields shown erased by the record that destroyed the key."""
+    from ledger.integrity.merkle import leaf_hash
+
+    data = stored if isinstance(stored, bytes) else str(stored).encode("utf-8")
+    before = event.erased
+    fields = set(sealed) | (set(before.fields) if before else set())
+    records = (*before.records, key.record_id) if before else (key.record_id,)
+    erasure = Erasure(
+        fields=tuple(f for f in ALL_FIELDS if f in fields),
+        leaf_hash=before.leaf_hash if before else leaf_hash(data).hex(),
+        records=records,
+        reason=key.reason,
+    )
+    shown: Event = event.replace(**{n: None for n in sealed}, erased=erasure)
+    return shown
+
+
+def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) -> None:
+    """Read the ledger's payload mode and set ``sink._payloads`` (None in clear mode)
+    and, in shredding mode, the reader's hook ``sink._decode``. Called by the SQL sinks
+    once their schema is current.
+
+    ``payload_key`` (else ``$LEDGER_PAYLOAD_KEY``) on a new, empty ledger opened by a
+    writer makes it a shredding ledger. ``PayloadKeyError``: another key than the
+    ledger's, or a key given to a writer of a ledger created in clear that holds events.
+    """
+    wrapper = payload_key
+    if wrapper is None and os.environ.get(ENV_KEY, "").strip():
+        wrapper = FileKeyWrapper(os.environ[ENV_KEY].strip())
+    sink._payloads = None
+    if wrapper is None and not writer:
+        return  # a reader without the key shows stored payloads as they are
+    t = ShredTables(getattr(sink, "schema", None))
+    reading: AbstractContextManager[sa.Connection] = sink._reading()
+    with reading as conn:
+        row = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
+        mode = None if row is None else (str(row[0]), str(row[1]))
+        empty = (
+            mode is not None
+            or wrapper is None
+            or conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is None
+        )
+    if mode is None:
+        if wrapper is None:
+            return
+        if not writer:
+            log.info("ledger stores payloads in clear; the payload key is not used")
+            return
+        if not empty:
+            raise PayloadKeyError(
+                "this ledger was created without crypto-shredding: its stored args and "
+                "result are in clear, so it cannot be switched to encrypted payloads; open "
+                "it without a payload key (unset $LEDGER_PAYLOAD_KEY), or copy its events "
+                "into a new ledger created with one"
+            )
+        mode = _create_mode(sink, t, wrapper)
+    scheme, key_id = mode
+    if scheme != SCHEME:
+        raise StorageError(f"the ledger's payload scheme {scheme!r} is unknown to this version")
+    if wrapper is not None and wrapper.key_id != key_id:
+        raise PayloadKeyError(
+            f"the payload key {wrapper.key_id} is not this ledger's (it was created with key "
+            f"{key_id}); give the key file it was created with"
+        )
+    payloads = Payloads(sink, wrapper, origin=sink.origin, key_id=key_id)
+    sink._payloads = payloads
+    sink._decode = payloads.decode_row
+
+
+def _create_mode(sink: Any, t: ShredTables, wrapper: KeyWrapper) -> tuple[str, str]:
+    """Record shredding mode in a new ledger (refused when an event arrived meanwhile)."""
+    writing: AbstractContextManager[sa.Connection] = sink._tree_writing()
+    with writing as conn:
+        mode = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
+        if mode is not None:
+            return str(mode[0]), str(mode[1])
+        if conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is not None:
+            raise PayloadKeyError(
+                "the ledger received events while it was being created; open it again"
+            )
+        conn.execute(
+            t.mode.insert().values(
+                id=1, scheme=SCHEME, key_id=wrapper.key_id, created_us=time.time_ns() // 1000
+            )
+        )
+    log.info("ledger created in shredding mode (payload key %s)", wrapper.key_id)
+    return SCHEME, wrapper.key_id
