@@ -159,7 +159,14 @@ def _debugging() -> bool:
 
 
 def error_line(exc: BaseException) -> str:
-    """One line that says what went wrong, for any error the command can meet."""
+    """One line that says what went wrong, for any error the command can meet (with
+    the notes added to it, such as what a failed copy left behind)."""
+    notes = [_tidy(str(n)) for n in getattr(exc, "__notes__", ()) if str(n).strip()]
+    line = _error_text(exc)
+    return "; ".join([line, *notes])
+
+
+def _error_text(exc: BaseException) -> str:
     try:
         import sqlalchemy.exc as sa_exc
     except ImportError:  # pragma: no cover - a dependency

@@ -66,12 +66,18 @@ def copy_ledger(
     with closing(open_reader(source)) as reader:
         if dst.path is not None and dst.path.exists() and dst.path.stat().st_size:
             _require_empty_file(destination)
+        created = dst.path is not None and not dst.path.exists()
         with closing(open_sink(destination)) as sink:
             if isinstance(sink, Reader) and next(iter(sink.events(limit=1)), None) is not None:
                 raise StorageError(
                     f"destination {dst.shown} already holds events; copy into an empty ledger"
                 )
-            copied = _write(sink, _readable(reader, skipped, skip_unreadable), progress)
+            try:
+                copied = _write(sink, _readable(reader, skipped, skip_unreadable), progress)
+            except Exception as exc:
+                sink.close()
+                _abandon(destination, created, exc)
+                raise
         verified = _verify(reader, destination, copied, skip_unreadable)
     if not verified:
         raise StorageError(
@@ -83,6 +89,28 @@ def copy_ledger(
         source=src.shown, destination=dst.shown, copied=copied, verified=True,
         skipped=tuple(skipped),
     )  # fmt: skip
+
+
+def _abandon(destination: str, created: bool, exc: Exception) -> None:
+    """After a copy failed midway: remove the destination file when the copy created
+    it, else say (as a note on ``exc``) that it holds a partial copy."""
+    dst = parse_url(destination)
+    if created and dst.path is not None:
+        for extra in ("", "-wal", "-shm", "-journal"):
+            dst.path.with_name(dst.path.name + extra).unlink(missing_ok=True)
+        log.info("copy failed; removed the partial copy %s", dst.shown)
+        return
+    try:
+        with closing(open_reader(destination)) as left:
+            partial = next(iter(left.events(limit=1)), None) is not None
+    except Exception:  # cannot tell: say what to check
+        partial = True
+    if partial:
+        exc.add_note(
+            f"the destination {dst.shown} now holds part of the copy: empty it (or give a "
+            "new file or schema) before copying again"
+        )
+        log.warning("copy failed; %s holds a partial copy", dst.shown)
 
 
 def _require_empty_file(destination: str) -> None:

@@ -155,6 +155,28 @@ def test_db_copy_of_a_damaged_source_stops_unless_told(tmp_path: Path) -> None:
     assert "line 2" in kept.stderr
 
 
+def test_a_copy_that_fails_midway_leaves_no_file_it_made_and_names_a_partial_one(
+    tmp_path: Path,
+) -> None:
+    """Past the first batch a copy has committed rows: a destination file the copy
+    created is removed; a ledger that existed keeps what was written, and the error
+    line says so."""
+    src = tmp_path / "src.jsonl"
+    lines = [Event(kind="request", run_id=f"r{i}", args='"x"').to_json() for i in range(1500)]
+    src.write_text("\n".join(lines) + "\nnot an event\n")
+    made = tmp_path / "made.db"
+    stopped = invoke("db", "copy", f"jsonl:///{src}", sqlite_url(made))
+    assert stopped.exit_code == 1 and "line 1501" in stopped.stderr
+    assert not made.exists() and not list(tmp_path.glob("made.db*"))
+    there = tmp_path / "there.db"
+    assert invoke("db", "upgrade", sqlite_url(there)).exit_code == 0
+    partial = invoke("db", "copy", f"jsonl:///{src}", sqlite_url(there))
+    assert partial.exit_code == 1
+    assert len(partial.stderr.strip().splitlines()) == 1
+    assert "now holds part of the copy" in partial.stderr
+    assert 0 < len(_events(sqlite_url(there))) < 1500
+
+
 def test_events_follow_tails_new_events_in_commit_order(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "l.db")
     with open_sink(url) as sink:
