@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from ledger.errors import IntegrityError, ValidationError
 
@@ -175,15 +175,47 @@ def consistency_proof_size(size1: int, size2: int) -> int:
     return seed + inner - shift + border
 
 
-def _check_hash(what: str, value: bytes) -> None:
+def _check_hash(what: str, value: object) -> None:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise IntegrityError(f"{what} is a {type(value).__name__}, not a 32-byte SHA-256 hash")
     if len(value) != HASH_SIZE:
         raise IntegrityError(f"{what} is {len(value)} bytes, not a {HASH_SIZE}-byte SHA-256 hash")
 
 
 def _check_hashes(what: str, proof: Sequence[bytes]) -> None:
     for i, h in enumerate(proof):
-        if len(h) != HASH_SIZE:
+        if not isinstance(h, bytes) or len(h) != HASH_SIZE:
             _check_hash(f"{what} hash {i}", h)
+
+
+def _check_size(what: str, value: object) -> int:
+    """An integer (a tree size or leaf index; not a bool, str or float), else IntegrityError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise IntegrityError(f"{what} must be an integer, not {value!r}")
+    return value
+
+
+def _check_root(what: str, value: object) -> None:
+    """A root is bytes (its length is left to the comparison: RFC 9162 vectors of equal
+    sizes compare roots that are not hashes)."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise IntegrityError(f"{what} is a {type(value).__name__}, not a 32-byte SHA-256 hash")
+
+
+def _proof_hashes(what: str, proof: object) -> Sequence[bytes]:
+    """The proof as a sequence of 32-byte hashes (any iterable of them), else IntegrityError."""
+    if isinstance(proof, list | tuple):
+        hashes: Sequence[Any] = proof
+    elif isinstance(proof, Iterable) and not isinstance(
+        proof, str | bytes | bytearray | memoryview
+    ):
+        hashes = tuple(proof)
+    else:
+        raise IntegrityError(
+            f"{what} must be a sequence of 32-byte hashes, not a {type(proof).__name__}"
+        )
+    _check_hashes(what, hashes)
+    return hashes
 
 
 def verify_inclusion(
@@ -203,11 +235,15 @@ def verify_inclusion(
     ...
     ledger.errors.IntegrityError: inclusion proof for leaf 3 of tree size 5 does not lead to ...
     """
+    index = _check_size("inclusion proof: leaf index", index)
+    tree_size = _check_size("inclusion proof: tree size", tree_size)
     if index < 0 or index >= tree_size:
         raise IntegrityError(
             f"inclusion proof: leaf index {index} is not in a tree of size {tree_size}"
         )
     _check_hash("leaf hash", leaf_hash)
+    _check_root("root", root)
+    proof = _proof_hashes("inclusion proof", proof)
     inner = (index ^ (tree_size - 1)).bit_length()
     want = inner + (index >> inner).bit_count()
     if len(proof) != want:
@@ -265,10 +301,17 @@ def verify_consistency(
     ...
     ledger.errors.IntegrityError: consistency proof from size 3 to size 7 does not match the ...
     """
-    if size1 < 0 or size2 < size1:
+    size1 = _check_size("consistency proof: old size", size1)
+    size2 = _check_size("consistency proof: new size", size2)
+    if size1 < 0:
+        raise IntegrityError(f"consistency proof: old size {size1} is negative")
+    if size2 < size1:
         raise IntegrityError(
             f"consistency: tree size {size2} cannot follow size {size1} (a log only grows)"
         )
+    _check_root("old root", root1)
+    _check_root("new root", root2)
+    proof = _proof_hashes("consistency proof", proof)
     if size1 == 0:
         if proof:
             raise IntegrityError(
@@ -296,7 +339,6 @@ def verify_consistency(
             f"consistency proof from size {size1} to size {size2} has {len(proof)} hashes;"
             f" it must have {want}"
         )
-    _check_hashes("consistency proof", proof)
     sha256 = _sha256
     path: Sequence[bytes] = proof
     if size1 & (size1 - 1) == 0:  # an exact power of 2: the old root starts the path
