@@ -80,6 +80,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _JSON = COLUMNS.index("event_json")
+_LEAF_ROWS = "SELECT seq, event_id, leaf_index, CAST(event_json AS BLOB) FROM events ORDER BY seq"
 LEAF_COLUMN = "leaf_index"
 NODES_COLUMN = "nodes"
 _KEYS_PER_QUERY = 400  # leaf indexes per IN list
@@ -547,21 +548,23 @@ class TreeReading:
             found = fetch_nodes(conn, self._trees, inclusion_nodes(index, size))
         return tuple(inclusion_path(index, size, NodeHashes(_lookup(found))))
 
-    def _sqlite_leaf_rows(self) -> Iterator[LeafRow]:
-        """One streamed query on a connection of its own (a SQLite read transaction:
-        one snapshot), rows as the driver gives them."""
+    def _sqlite_chunks(self, query: str) -> Iterator[Sequence[Any]]:
+        """``query`` streamed on a connection of its own (a SQLite read transaction: one
+        snapshot), in lists of up to 2,000 rows as the driver gives them."""
         raw = self._engine.raw_connection()
         try:
             cursor = raw.cursor()
             cursor.arraysize = 2000
-            cursor.execute(
-                "SELECT seq, event_id, leaf_index, CAST(event_json AS BLOB) FROM events "
-                "ORDER BY seq"
-            )
-            while batch := cursor.fetchmany():
-                yield from batch
+            cursor.execute(query)
+            while chunk := cursor.fetchmany():
+                yield chunk
         finally:
             raw.close()
+
+    def _sqlite_leaf_rows(self) -> Iterator[LeafRow]:
+        """Every row's :class:`LeafRow` fields, streamed (see :meth:`_sqlite_chunks`)."""
+        for chunk in self._sqlite_chunks(_LEAF_ROWS):
+            yield from chunk
 
     def leaf_batches(self) -> Iterator[Sequence[LeafRow]]:
         """:meth:`leaf_rows` in lists of up to 2,000 rows (verification hashes a list at
@@ -576,18 +579,7 @@ class TreeReading:
             if batch:
                 yield batch
             return
-        raw = self._engine.raw_connection()
-        try:
-            cursor = raw.cursor()
-            cursor.arraysize = 2000
-            cursor.execute(
-                "SELECT seq, event_id, leaf_index, CAST(event_json AS BLOB) FROM events "
-                "ORDER BY seq"
-            )
-            while chunk := cursor.fetchmany():
-                yield chunk
-        finally:
-            raw.close()
+        yield from self._sqlite_chunks(_LEAF_ROWS)
 
     def prefixed_leaf_batches(self) -> Iterator[Sequence[tuple[int, bytes]]]:
         """Every row as ``(leaf index, 0x00 + stored bytes)`` in ``seq`` order, in lists
@@ -596,18 +588,10 @@ class TreeReading:
         if getattr(self, "_closed", False):
             return
         if self._engine.dialect.name == "sqlite":
-            raw = self._engine.raw_connection()
-            try:
-                cursor = raw.cursor()
-                cursor.arraysize = 2000
-                cursor.execute(
-                    "SELECT leaf_index, CAST(X'00' || CAST(event_json AS BLOB) AS BLOB) "
-                    "FROM events ORDER BY seq"
-                )
-                while chunk := cursor.fetchmany():
-                    yield chunk
-            finally:
-                raw.close()
+            yield from self._sqlite_chunks(
+                "SELECT leaf_index, CAST(X'00' || CAST(event_json AS BLOB) AS BLOB) "
+                "FROM events ORDER BY seq"
+            )
             return
         query = (
             "SELECT leaf_index, '\\x00'::bytea || convert_to(event_json, 'UTF8') "
