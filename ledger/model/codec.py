@@ -355,6 +355,7 @@ _ULID_DIGITS = bytes(
 )
 _loads, _dumps, _new, _fromiso = orjson.loads, orjson.dumps, object.__new__, datetime.fromisoformat
 _set = object.__setattr__
+_join = "".join
 _DECLINE = (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError, UnicodeEncodeError)
 _EVENT_SLOTS = (
     "kind", "event_id", "run_id", "call_id", "refs", "time", "agent_path", "tool", "label",
@@ -413,64 +414,48 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
     except _DECLINE:
         return None
     get = obj.get  # members it does not know are left out, as the exact path leaves them
-    event_id, time, verdict = get("event_id"), get("time"), get("verdict", "")
+    verdict = get("verdict", "")
     run_id, call_id, agent_path = get("run_id", ""), get("call_id", ""), get("agent_path", "")
     tool, label, preview = get("tool", ""), get("label", ""), get("preview", "")
     reason, err, duration = get("reason", ""), get("err", ""), get("duration_ms", 0)
-    if not (
-        type(event_id)
-        is type(time)
-        is type(verdict)
-        is type(run_id)
-        is type(call_id)
-        is type(agent_path)
-        is type(tool)
-        is type(label)
-        is type(preview)
-        is type(reason)
-        is type(err)
-        is str
-    ) or (type(duration) is not int or not 0 <= duration <= INT64_MAX):
-        return None
-    try:
+    refs, args, result = get("refs"), get("args", _ABSENT), get("result", _ABSENT)
+    who, approval, gone = get("actor"), get("approval"), get("erased")
+    try:  # any KeyError, TypeError or ValueError below: not a well-formed event
+        event_id, time = obj["event_id"], obj["time"]
+        # every text member is a string: str.join refuses anything else (and orjson
+        # makes no str subclasses)
+        _join((event_id, time, verdict, run_id, call_id, agent_path, tool, label, preview,
+               reason, err))  # fmt: skip
         kind = _KINDS[obj["kind"]]
         verdict = _VERDICTS[verdict] if verdict else None  # "" reads as absent, as exactly
-    except (KeyError, TypeError):
-        return None
-    if len(event_id) != 26 or not event_id.isascii():
-        return None
-    try:
+        if type(duration) is not int or not 0 <= duration <= INT64_MAX or len(event_id) != 26:
+            return None
+        # the id as coerce_event_id reads it: a byte that is no Crockford digit (any
+        # non-ASCII one too) becomes "!", which int() refuses
         number = int(event_id.encode().translate(_ULID_DIGITS), 32)
-    except ValueError:
-        return None
-    if number >> 128 or (
-        len(time) not in _TIME_LENGTHS
-        or time[-1] != "Z"
-        or time[10] != "T"
-        or time[4] != "-"
-        or time[7] != "-"
-        or not time.isascii()
-    ):
-        return None
-    try:
+        # the time as parse_time reads the layout format_time writes (at C speed)
+        if (
+            number >> 128
+            or len(time) not in _TIME_LENGTHS
+            or time[4:11:3] != "--T"
+            or time[-1] != "Z"
+            or not time.isascii()
+        ):
+            return None
         when = _fromiso(time)
-    except ValueError:
-        return None
-    refs = get("refs")
-    refs = () if refs is None or refs == [] else _decode_refs(refs)
-    if refs is None:
-        return None
-    args, result = get("args", _ABSENT), get("result", _ABSENT)
-    who, approval, gone = get("actor"), get("approval"), get("erased")
-    try:
+        refs = () if refs is None or refs == [] else _decode_refs(refs)
         actor = None
-        if who is not None:  # the cache first: an actor found there is a valid, set one
-            actor = _ACTORS.get(tuple(who.items())) if type(who) is dict else None
-            if actor is None and (actor := _actor(who)) is None:
+        if who is not None:
+            last = _last_actor  # the previous event's: most often this one's too
+            if who == last[0]:
+                actor = last[1]
+            elif (actor := _actor(who)) is None:
                 return None
-        approved = None if approval is None else Approval.from_dict(approval)
+        approved = None if approval is None else _approval(approval)
         erased = None if gone is None else Erasure.from_dict(gone)
-    except (ValidationError, TypeError):
+    except (KeyError, TypeError, ValueError):  # ValidationError is a ValueError
+        return None
+    if refs is None:
         return None
     eid = _new(ULID)
     eid.bytes = number.to_bytes(16, "big")  # all ULID.from_bytes sets, already checked
@@ -513,8 +498,10 @@ _ACTOR_KEYS = frozenset(("principal", "agent_id", "agent_version"))
 
 def _actor(value: object) -> Actor | None:
     """``Actor.from_dict(value)``, made once per distinct actor (a ledger holds few; the
-    value is frozen, so one object serves every event naming it); None for an empty
-    actor, which the exact path reads as no actor (so the compact path declines it)."""
+    value is frozen, so one object serves every event naming it) and kept as the last
+    actor seen; None for an empty actor, which the exact path reads as no actor (so the
+    compact path declines it)."""
+    global _last_actor
     if type(value) is not dict or not value.keys() <= _ACTOR_KEYS:
         return Actor.from_dict(value) or None
     key = tuple(value.items())  # an unhashable member raises TypeError: the exact path
@@ -526,7 +513,56 @@ def _actor(value: object) -> Actor | None:
         if len(_ACTORS) >= 4096:
             _ACTORS.clear()
         _ACTORS[key] = found
+    _last_actor = (value, found)  # one assignment: a reader in another thread sees a pair
     return found
+
+
+_last_actor: tuple[object, Actor | None] = (None, None)
+_APPROVAL_KEYS = frozenset(("approver", "time", "reason"))
+
+
+class _ApprovalSlots:
+    __slots__ = ("approver", "reason", "time")
+
+
+_APPROVAL_TWIN = _swappable(_ApprovalSlots, Approval)
+
+
+def _approval(value: object) -> Approval:
+    """``Approval.from_dict(value)``: a member as ``to_json`` writes it (strings, the
+    time in ``format_time``'s layout) is made without checking it twice; anything else
+    goes through ``Approval.from_dict``, which names what is wrong."""
+    if type(value) is dict and value.keys() <= _APPROVAL_KEYS:
+        approver, when, reason = value.get("approver"), value.get("time"), value.get("reason", "")
+        moment = None if when is None else _utc(when)
+        if (
+            _APPROVAL_TWIN
+            and type(approver) is type(reason) is str
+            and approver
+            and (when is None or moment)
+        ):
+            made: Any = _new(_ApprovalSlots)
+            made.approver, made.time, made.reason = approver, moment, reason
+            made.__class__ = Approval
+            return made  # type: ignore[no-any-return]
+    return Approval.from_dict(value)
+
+
+def _utc(text: object) -> datetime | None:
+    """``parse_time(text)`` when ``text`` is a string in the layout ``format_time``
+    writes (the layout ``parse_time`` itself reads at C speed), else None."""
+    if (
+        type(text) is not str
+        or len(text) not in _TIME_LENGTHS
+        or text[4:11:3] != "--T"
+        or text[-1] != "Z"
+        or not text.isascii()
+    ):
+        return None
+    try:
+        return _fromiso(text)
+    except ValueError:
+        return None
 
 
 def checked_ref(source: RefSource | str, id_: str, hash_: str) -> Ref:
@@ -550,14 +586,22 @@ def checked_ref(source: RefSource | str, id_: str, hash_: str) -> Ref:
 
 
 def _decode_refs(value: object) -> tuple[Ref, ...] | None:
+    """The refs of a ``refs`` member as ``to_json`` writes them (each with its three
+    members, strings), or None (the exact path then decides)."""
     if type(value) is not list:
         return None
     out = []
     for item in value:
-        if type(item) is not dict or not item.keys() <= _REF_KEYS:
+        if type(item) is not dict or len(item) != 3:
             return None
-        source, id_, hash_ = item.get("source", ""), item.get("id", ""), item.get("hash", "")
+        source, id_, hash_ = item["source"], item["id"], item["hash"]  # or KeyError
         if not type(source) is type(id_) is type(hash_) is str:
             return None
-        out.append(checked_ref(_SOURCES.get(source, source), id_, hash_))
+        if _REF_TWIN:
+            ref: Any = _new(_RefSlots)
+            ref.source, ref.id, ref.hash = _SOURCES.get(source, source), id_, hash_
+            ref.__class__ = Ref
+            out.append(ref)
+        else:
+            out.append(checked_ref(_SOURCES.get(source, source), id_, hash_))
     return tuple(out)

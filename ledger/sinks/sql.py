@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -125,8 +126,7 @@ def _read(t: sa.Table, dialect: str) -> list[sa.ColumnElement[Any]]:
     return [t.c[name] for name in READ_COLUMNS[:-1]] + [stored_json(t, dialect)]
 
 
-def _by_event_id(row: Any) -> str:
-    return str(row[1])
+_by_event_id = itemgetter(1)  # a row's event id (text)
 
 
 def _summary(row: Any) -> RunSummary:
