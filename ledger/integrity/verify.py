@@ -49,7 +49,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from ledger.errors import IntegrityError, StorageError
+from ledger.errors import IntegrityError, StorageError, ValidationError
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.checkpoint import Checkpoint, TreeHead, parse_checkpoint_body
 from ledger.integrity.erased import ErasedRows
@@ -496,6 +496,9 @@ def verify_ledger(
                     f"rows ({n} leaves): rows or tree tables were changed outside the ledger",
                 )
             )
+    if stored is not None and stored[1].size == n and scan.roots.get(n) == stored[1].root:
+        good = sorted({n, *(s for s in verified)})
+        suspicious = _check_stored_roots(source, good, scan.roots, findings) or suspicious
     if suspicious or scan.row_findings:
         _localize(source, findings)
     if not any(f.severity == "error" for f in findings):
@@ -525,6 +528,37 @@ def verify_ledger(
         checkpoints_verified=tuple(verified),
         findings=tuple(findings),
     )
+
+
+def _check_stored_roots(
+    source: LeafSource, sizes: Sequence[int], roots: dict[int, bytes], findings: list[Finding]
+) -> bool:
+    """The rows verified at ``sizes``: check that the stored tree nodes (what proofs,
+    roots and the next commit are computed from) lead to the same roots, from
+    ``popcount(size)`` stored nodes each. True when one does not (a ``head`` finding)."""
+    stored_root = getattr(source, "tree_root", None)
+    if stored_root is None:
+        return False
+    for size in sizes:
+        try:
+            got = stored_root(size)
+        except (IntegrityError, ValidationError, StorageError) as exc:
+            problem = f"cannot give the root of size {size} ({exc})"
+        else:
+            if got == roots.get(size):
+                continue
+            problem = f"lead to another root for size {size} than the rows do"
+        findings.append(
+            Finding(
+                kind=FindingKind.HEAD,
+                message=f"the stored tree nodes (events.nodes) {problem}: they were changed "
+                "outside the ledger; proofs and the next commit would use them (a commit "
+                "is refused). Restore the database from a backup",
+                checkpoint_size=size,
+            )
+        )
+        return True
+    return False
 
 
 def _distinct_heads(kept: list[_Valid], findings: list[Finding]) -> dict[int, Checkpoint]:
@@ -805,8 +839,8 @@ def _localize(source: LeafSource, findings: list[Finding]) -> None:
         if committed is None:
             finding = Finding(
                 kind=FindingKind.INSERTED,
-                message=f"{where} claims leaf {index}, which the ledger never committed: "
-                "it was inserted outside the ledger",
+                message=f"{where} claims leaf {index}, for which the ledger keeps no leaf "
+                "hash: it was inserted outside the ledger, or its stored nodes were removed",
                 seq=row.seq,
                 event_id=row.event_id or None,
                 leaf_index=index,

@@ -1,0 +1,59 @@
+"""A change to the stored tree itself (``events.nodes``) that leaves every row's bytes
+and the head alone is still found by ``verify_ledger``: the nodes the roots, proofs and
+the next commit are computed from must lead to the roots the rows lead to."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ledger.errors import IntegrityError
+from ledger.integrity import Signer, Verifier, generate_key
+from ledger.integrity.verify import FindingKind, verify_ledger
+from tests.sinks.factories import action
+
+from .conftest import Store
+
+SKEY, VKEY = generate_key("test.example/log")
+
+
+def _ledger(store: Store, n: int) -> None:
+    sink = store.open()
+    for i in range(n):
+        sink.commit_action(action("r1", call_id=f"c{i}"))
+    sink.checkpoint(Signer.from_key(SKEY))
+    sink.close()
+
+
+def _replace_node(store: Store, owner: int, level: int) -> None:
+    """Overwrite the level-``level`` hash kept in the row of leaf ``owner``."""
+    (blob,) = store.sql("SELECT nodes FROM {p}events WHERE leaf_index = :i", i=owner)[0]
+    blob = bytes(blob)
+    assert len(blob) >= 32 * (level + 1)
+    changed = blob[: 32 * level] + os.urandom(32) + blob[32 * (level + 1) :]
+    store.sql("UPDATE {p}events SET nodes = :n WHERE leaf_index = :i", n=changed, i=owner)
+
+
+@pytest.mark.parametrize(
+    ("owner", "level"),
+    [(15, 4), (19, 2)],  # the subtrees [0, 16) and [16, 20) of a 20-leaf tree
+)
+def test_a_changed_covering_node_fails_verification(
+    log_store: Store, owner: int, level: int
+) -> None:
+    _ledger(log_store, 20)
+    _replace_node(log_store, owner, level)
+    sink = log_store.open()
+    result = verify_ledger(sink, [Verifier.from_key(VKEY)])
+    assert not result.ok
+    heads = [f for f in result.findings if f.kind is FindingKind.HEAD]
+    assert heads and "events.nodes" in heads[0].message
+    assert verify_ledger(sink, None).ok is False  # what `ledger report` / `db check` run
+    with pytest.raises(IntegrityError):  # and the writers refuse to extend it
+        log_store.open().commit_action(action("r1", call_id="after"))
+
+
+def test_an_untouched_ledger_still_verifies(log_store: Store) -> None:
+    _ledger(log_store, 20)
+    assert verify_ledger(log_store.open(), [Verifier.from_key(VKEY)]).ok
