@@ -10,8 +10,9 @@ a denied attempt, an approved write, run end: 10 events a run, a year of timesta
 then times, in the same process:
 
 * baseline: streaming every event once through ``Reader.events()`` (parse only);
-* ``build_report(reader)`` over the whole store (one pass, run summaries, timeline and
-  the content-hash check of every row), and over a 30-day window;
+* ``build_report(reader)`` over the whole store (SQL aggregates, one pass checking every
+  row, its leaf and its calls; see :mod:`ledger.report.aggregate`), and over a 30-day
+  window (which re-reads only the window's rows);
 * the three renderings (dict/JSON, CSV, HTML).
 
 and prints each time and its ratio to the baseline. The figures are not asserted anywhere.
@@ -122,7 +123,7 @@ def main() -> None:
             json_t, _ = timed("to_dict + JSON", lambda: json.dumps(report.to_dict()))
             csv_t, _ = timed("to_csv", report.to_csv)
             html_t, _ = timed("to_html", report.to_html)
-        print(f"events checked: {report.hash_check.checked}, runs: {len(report.runs)}")
+        print(f"events checked: {report.hash_check.checked}, runs: {report.counts.runs}")
         print(f"build_report / baseline stream: {full / base:.2f}x")
         print(f"total report incl. renderings: {full + json_t + csv_t + html_t:.2f} s")
 
