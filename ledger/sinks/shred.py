@@ -280,7 +280,9 @@ class Payloads:
         return f"agentledger run key v1\n{self._origin}\n{run_id}".encode()
 
     def _writable_key(self, run_id: str) -> AESGCM:
-        found = self._cached(run_id, fresh=False)
+        # On the caller's connection (PostgresSink(connection)) the key row is part of
+        # the caller's transaction, which may roll back: read it again every time.
+        found = self._cached(run_id, fresh=bool(self._sink._borrowed()))
         if isinstance(found, AESGCM):
             return found
         if isinstance(found, _Destroyed):

@@ -284,3 +284,22 @@ def test_any_payload_round_trips_and_erasing_makes_it_unreadable(
         assert gone.actions[0].intent.args is None and gone.actions[0].result is not None
         assert gone.actions[0].result.result is None
         assert verify_ledger(sink, []).ok
+
+
+@pytest.mark.postgres
+def test_in_the_callers_transaction_a_rolled_back_key_is_not_used_again(
+    pg_ledger: Ledger, key: FileKeyWrapper
+) -> None:
+    engine = sa.create_engine(pg_ledger.sql_url)
+    try:
+        PostgresSink(engine, schema=pg_ledger.schema, payload_key=key).close()  # created
+        with engine.connect() as conn:
+            sink = PostgresSink(conn, schema=pg_ledger.schema, payload_key=key)
+            sink.record_many(run_events("r1", OLD))
+            conn.rollback()  # the run's key row goes with the events
+            sink.record_many(run_events("r1", OLD))
+            conn.commit()
+        reader = PostgresSink(engine, schema=pg_ledger.schema, payload_key=key, migrate=False)
+        assert reader.chain("r1").actions[0].intent.args == '{"to":"alice@example.com"}'
+    finally:
+        engine.dispose()
