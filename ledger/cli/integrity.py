@@ -574,6 +574,8 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
             )
         made = make_bundle(run_id, rows, cp, lambda i: sink.inclusion_hashes(i, cp.size), erasures)
     data = made.to_bytes()
+    if not out.parent.is_dir():
+        raise click.BadParameter(f"the folder {out.parent} does not exist", param_hint="-o")
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, out)

@@ -283,6 +283,8 @@ def _parse(data: bytes) -> Bundle:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _fail(f"not a bundle file (not UTF-8 JSON: {exc})") from None
+    except RecursionError:
+        raise _fail("not a bundle file (JSON nested too deeply)") from None
     if not isinstance(obj, dict) or not _KEYS <= set(obj) <= _KEYS | {"erasures"}:
         raise _fail(f"the fields must be exactly {sorted(_KEYS)} (and erasures)")
     if obj["format"] != BUNDLE_FORMAT:
@@ -342,7 +344,7 @@ def verify_bundle(data: bytes, verifiers: Iterable[NoteVerifier]) -> Bundle:
             written.setdefault(stone.records[-1], {})[e.leaf_index] = hashlib.sha256(raw).digest()
         try:
             event = json.loads(e.data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _fail(f"event at leaf {e.leaf_index} is not JSON") from None
         run = event.get("run_id", "") if isinstance(event, dict) else None
         if run != bundle.run_id:
@@ -375,7 +377,7 @@ def _check_erasures(bundle: Bundle, cp: Checkpoint, written: dict[str, dict[int,
         summary = record_summary(raw)
         try:
             record_id = json.loads(rec.data).get("event_id")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             record_id = None
         if summary is None or not isinstance(record_id, str):
             raise _fail(f"{what} is not an erasure record (an action of tool ledger.erase)")
