@@ -24,7 +24,8 @@ A ledger chooses the mode when it is created, and stores it (table ``payload_mod
   every proof verify before and after; readers show those payloads as erased.
 * A reader with the operator's key sees the payloads decrypted; without it, the
   envelopes as stored (encrypted, never a crash); with another key, a clear error.
-* A writer without the key is refused at its first event (nothing stored), so the
+* A writer without the key is refused at its first event with a payload (nothing of
+  the write stored), so the
   ledger's own maintenance (erase, checkpoints, vacuum) needs no payload key. A ledger
   created in clear cannot be switched to shredding (its stored payloads are in clear):
   opening it for writing with a key is refused.
