@@ -25,10 +25,9 @@ A ledger chooses the mode when it is created, and stores it (table ``payload_mod
 * A reader with the operator's key sees the payloads decrypted; without it, the
   envelopes as stored (encrypted, never a crash); with another key, a clear error.
 * A writer without the key is refused at its first event with a payload (nothing of
-  the write stored), so the
-  ledger's own maintenance (erase, checkpoints, vacuum) needs no payload key. A ledger
-  created in clear cannot be switched to shredding (its stored payloads are in clear):
-  opening it for writing with a key is refused.
+  the write stored), so the ledger's own maintenance (erase, checkpoints, vacuum) needs
+  no payload key. A ledger created in clear cannot be switched to shredding (its stored
+  payloads are in clear): opening it for writing with a key is refused.
 
 The key comes from ``payload_key=`` of :class:`~ledger.sinks.SQLiteSink` and
 :class:`~ledger.sinks.PostgresSink`, else from ``$LEDGER_PAYLOAD_KEY`` (the path of a key
