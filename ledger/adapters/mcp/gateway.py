@@ -68,7 +68,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -76,6 +76,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.methods import SERVER_RESULTS, is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace as otel_trace
 from pydantic import TypeAdapter
@@ -108,12 +109,20 @@ log = logging.getLogger(__name__)
 DENIED_PREFIX = "agentledger denied this call: "
 POLICY_ID = "mcp-gateway"
 SESSION_META_KEY = "io.agentledger/session"
+LATEST_HANDSHAKE = "2025-11-25"  # the version the SDK checks results at before a handshake
 _YIELDS = 3  # event-loop turns a forwarded answer gets before its record is built
 _Downstream = StdioServerParameters | str | Server[Any] | Client
-# what a tools/call may answer (the SDK's own union; validated once, by the SDK)
+# A tools/call answer is passed on as the SDK received it: checked against the
+# protocol version's own schema of a tools/call result by the SDK (`send_request`), not
+# parsed into a model and dumped again on its way out (the upstream side checks it once
+# more). When the client speaks another protocol version than the downstream server,
+# it is parsed (the SDK writes it in the client's version). What a tools/call may answer:
 _CALL_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
 )
+_AS_RECEIVED: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_Answer = dict[str, Any]  # a tool result or an input-required result, as received
+_Reply = types.CallToolResult | types.InputRequiredResult | _Answer
 
 
 class GatewayError(LedgerError):
@@ -125,7 +134,7 @@ class GatewayStopped(Exception):
 
 
 class _InputRequired(Exception):
-    def __init__(self, result: types.InputRequiredResult) -> None:
+    def __init__(self, result: _Answer) -> None:
         super().__init__("input required: the server asked the client for more input")
         self.result = result
 
@@ -372,8 +381,8 @@ class McpGateway:
                 version=(info.version if info is not None else "") or "",
                 instructions=down.instructions if down is not None else None,
                 on_list_tools=self._on_list_tools,
-                on_call_tool=self._on_call_tool,
-                **extra,
+                on_call_tool=cast(Any, self._on_call_tool),  # it may answer a dict (the SDK's
+                **extra,  # HandlerResult), which the SDK's signature does not spell out
             )
             self._server.middleware = [_TracedOnly.wrap(m) for m in self._server.middleware]
         return self._server
@@ -457,7 +466,7 @@ class McpGateway:
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> _Reply:
         name = params.name
         args = params.arguments or {}  # the gate snapshots the args it records and forwards
         tool = self.tools.get(name)
@@ -472,12 +481,17 @@ class McpGateway:
             if tool.digest not in session.recorded:
                 await self._record_definitions(session, [name])
             evidence = (tool.ref,)
-        answer: asyncio.Future[types.CallToolResult] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[_Reply] = asyncio.get_running_loop().create_future()
+        down = self._down
+        as_received = down is not None and ctx.protocol_version == down.session.protocol_version
+
+        def reply(result: _Answer) -> _Reply:
+            return result if as_received else _CALL_RESULT.validate_python(result, by_name=False)
 
         async def forward(**kwargs: Any) -> Any:
             result = await self._forward(name, kwargs, params)
             if not answer.done():
-                answer.set_result(result)  # the client gets its answer now
+                answer.set_result(reply(result))  # the client gets its answer now
                 # let the answer go out before the gate records it (the record is written
                 # meanwhile, and the run's end waits for it)
                 try:
@@ -485,9 +499,9 @@ class McpGateway:
                         await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     pass  # answered already: record the result, not a cancellation
-            if not result.is_error:  # checked off the answer's path; the client checks too
+            if result.get("isError") is not True:  # off the answer's path; the client checks too
                 await self._check_output(name, result)
-            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return result  # recorded as received (the SDK hands the upstream side a copy)
 
         call = asyncio.ensure_future(
             session.run.acall(name, args, forward, call_id=call_id, evidence=evidence)
@@ -524,7 +538,7 @@ class McpGateway:
                 content=[types.TextContent(type="text", text=text)], is_error=True
             )
         except _InputRequired as more:
-            return more.result
+            return reply(more.result)
         except MCPError:
             raise
         except asyncio.CancelledError:
@@ -545,7 +559,7 @@ class McpGateway:
 
     async def _forward(
         self, name: str, args: dict[str, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> _Answer:
         down = self._down
         if down is None:
             raise GatewayError("the gateway is not started")
@@ -558,11 +572,11 @@ class McpGateway:
             )
         )
         try:
-            # `send_request`, not `call_tool`: the answer is passed on as soon as it is
-            # parsed; its structured content is checked against the output schema while
-            # the call is recorded (`_check_output`), off the answer's path
-            result = await down.session.send_request(
-                request, _CALL_RESULT, request_read_timeout_seconds=self.call_timeout
+            # `send_request`, not `call_tool`: the answer is passed on as soon as the SDK
+            # has checked it is a tools/call result; its structured content is checked
+            # against the output schema while the call is recorded (`_check_output`)
+            result: _Answer = await down.session.send_request(
+                request, cast(Any, _AS_RECEIVED), request_read_timeout_seconds=self.call_timeout
             )
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
@@ -583,23 +597,20 @@ class McpGateway:
                 f"the downstream MCP server {self.name} did not answer {name!r} within "
                 f"{self.call_timeout}s",
             ) from None
-        if isinstance(result, types.InputRequiredResult):
+        if ("tools/call", down.session.protocol_version or LATEST_HANDSHAKE) not in SERVER_RESULTS:
+            _CALL_RESULT.validate_python(result, by_name=False)  # the SDK did not check it
+        if is_input_required(result):
             raise _InputRequired(result)
-        if not isinstance(result, types.CallToolResult):
-            raise MCPError(
-                types.INTERNAL_ERROR,
-                f"the downstream MCP server answered {name!r} with a "
-                f"{type(result).__name__}, not a tool result",
-            )
         return result
 
-    async def _check_output(self, name: str, result: types.CallToolResult) -> None:
+    async def _check_output(self, name: str, result: _Answer) -> None:
         """Check a forwarded result's structured content against the tool's output
         schema (the SDK's own check); a mismatch is recorded as the call's error."""
         down = self._down
         if down is None:
             return
-        await down.session.validate_tool_result(name, result)
+        parsed = types.CallToolResult.model_validate(result, by_name=False)
+        await down.session.validate_tool_result(name, parsed)
 
     # --- tools and their definitions ---------------------------------------------------
 
