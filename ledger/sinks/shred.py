@@ -1,8 +1,8 @@
 """Crypto-shredding: ``args`` and ``result`` stored encrypted under a per-run data key.
 
 >>> wrapper = FileKeyWrapper.create("payload.key")        # doctest: +SKIP
->>> sink = SQLiteSink("ledger.db", payload_key=wrapper)   # a new ledger: shredding mode
->>> sink.commit_action(action)                             # doctest: +SKIP
+>>> sink = SQLiteSink("ledger.db", payload_key=wrapper)   # doctest: +SKIP
+>>> sink.commit_action(action)    # a new ledger: shredding  # doctest: +SKIP
 
 A ledger chooses the mode when it is created, and stores it (table ``payload_mode``):
 
