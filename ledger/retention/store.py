@@ -65,7 +65,7 @@ from ledger.retention.rules import (
     refuse,
     require_reason,
 )
-from ledger.retention.tables import RetentionTables
+from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
 from ledger.sinks.tree import TreeAppender, TreeTables, fetch_nodes, owned_nodes
@@ -284,7 +284,7 @@ class Retention:
         self._schema: str | None = getattr(sink, "schema", None)
         self._events: sa.Table = sink._table
         self._trees: TreeTables = sink._trees
-        self._t = RetentionTables(self._schema)
+        self._t = retention_tables(self._schema)
         self._clock = clock
 
     # --- plumbing ---------------------------------------------------------------

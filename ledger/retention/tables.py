@@ -16,9 +16,11 @@ itself (:mod:`ledger.retention.records`), so the history is tamper-evident.
 
 from __future__ import annotations
 
+import functools
+
 import sqlalchemy as sa
 
-__all__ = ["RetentionTables"]
+__all__ = ["RetentionTables", "retention_tables"]
 
 
 class RetentionTables:
@@ -71,3 +73,11 @@ class RetentionTables:
             sa.Column("policy_version", sa.Integer(), nullable=False),
             sa.Index("ix_erasures_at", "at_us"),
         )
+
+
+@functools.cache
+def retention_tables(schema: str | None = None) -> RetentionTables:
+    """The tables of ``schema``, made once per process: SQLAlchemy caches a compiled
+    statement per table object, so tables made afresh for every ``Retention`` would
+    compile every statement again (about a millisecond each)."""
+    return RetentionTables(schema)
