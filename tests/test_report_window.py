@@ -223,3 +223,29 @@ def test_the_postgres_report_of_a_window_rereads_only_its_window(pg_dsn: str) ->
     assert report.compliant and report.log_check is not None
     assert report.log_check.root == head.root
     assert report.log_scope is not None and 0 < report.log_scope.rows < 3000
+
+
+# --- the content-hash check's shortcut ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"event_id": "e1", "b": 1, "a": [1, 2, {"z": None, "y": "é"}]},
+        {"event_id": "e1", "x": 1e21, "y": 0.1},  # orjson writes 1e21, RFC 8785 1e+21
+        {"event_id": "e1", "\u20ac": 1, "\U0001f600": 2},  # key order: UTF-16 vs code points
+    ],
+)
+def test_the_hash_check_says_what_the_exact_encoder_says(obj: dict[str, Any]) -> None:
+    from ledger.report.hashes import verify_row
+
+    text = orjson.dumps(obj)
+    stored = sha256_of(obj, profile="rfc8785")
+    columns = {"run_id": "r", "call_id": "", "kind": "x", "tool": "", "verdict": None,
+               "time_us": 0, "has_err": False}  # fmt: skip
+    _, computed, problem = verify_row("e1", text, stored, columns)
+    assert computed == stored and problem.startswith("the row's columns")  # hash ok
+    changed = text.replace(b"1", b"2", 1)
+    _, computed, problem = verify_row("e1", changed, stored, columns)
+    assert computed == sha256_of(orjson.loads(changed), profile="rfc8785") != stored
+    assert "does not match its content hash" in problem
