@@ -905,6 +905,7 @@ class Retention:
         cursor = -(1 << 62)
         want = set(wanted)
         cutoff, check_holds = guard.cutoff, guard.active
+        make, sha256, note, vouch = maker.make, hashlib.sha256, digest.update, stones.update
         while True:
             rows = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
             if not rows:
@@ -922,7 +923,7 @@ class Retention:
                 if time_us >= cutoff or (check_holds and guard.holds(run_id, time_us)):
                     raise _Violation
                 data = raw if type(raw) is bytes else str(raw).encode("utf-8")
-                stored = None if leaf is None else bytes(leaf)
+                stored = leaf if type(leaf) is bytes or leaf is None else bytes(leaf)
                 if stored is None or len(stored) != 32:
                     raise refuse(
                         f"event {event_id} (leaf {index}) has no stored leaf hash; the tree "
@@ -954,14 +955,14 @@ class Retention:
                     already += 1
                     continue
                 erased += 1
-                key = int(index).to_bytes(8, "big")
-                digest.update(key + stored)
+                key = index.to_bytes(8, "big")
+                note(key + stored)
                 if dry_run:
                     continue
-                tomb, chash, has_err = maker.make(data, stored.hex())
+                tomb, chash, has_err = make(data, stored.hex())
                 if chash is None:
                     chash = content_hash(tomb)
-                stones.update(key + hashlib.sha256(tomb.encode("utf-8")).digest())
+                vouch(key + sha256(tomb.encode("utf-8")).digest())
                 updates.append((tomb, chash, has_err, seq))
             if updates and sqlite:
                 conn.exec_driver_sql(update, updates)

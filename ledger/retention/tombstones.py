@@ -72,9 +72,8 @@ class TombstoneMaker:
                 obj = None
             if type(obj) is dict:
                 keys = tuple(obj)
-                if keys in self._plans:
-                    plan = self._plans[keys]
-                else:
+                plan = self._plans.get(keys, _UNPLANNED)
+                if plan is _UNPLANNED:
                     plan = self._plans[keys] = self._plan(keys)
                 if plan is not None:
                     getter, types, slot, text, canon = plan
@@ -107,6 +106,7 @@ class TombstoneMaker:
         return itemgetter(*kept), types, slot, text, canon
 
 
+_UNPLANNED: Any = object()  # a shape of row not seen yet
 _LEAF = "\x00leaf"  # the leaf hash's slot in a row's mapping (no member has this name)
 
 
