@@ -246,6 +246,10 @@ def _witness_args(values: Sequence[str]) -> list[tuple[str, CosignatureVerifier]
     out: list[tuple[str, CosignatureVerifier]] = []
     for value in values:
         url, key = _pair(value, "--witness")
+        if not url.startswith(("http://", "https://")):
+            raise click.BadParameter(
+                f"{value}: a witness URL is http:// or https://", param_hint="--witness"
+            )
         try:
             out.append((url, CosignatureVerifier.from_key(_key_text(key, "--witness"))))
         except (IntegrityError, ValidationError) as exc:
@@ -260,7 +264,13 @@ def _cosign(
     nothing written) when one refuses or answers with a bad cosignature."""
     note = cp.text
     for url, verifier in witnesses:
-        lines = request_cosignatures(url, cp.text, proof_from=proof_from)
+        try:
+            lines = request_cosignatures(url, cp.text, proof_from=proof_from)
+        except OSError as exc:  # urllib's URLError, a timeout, a reset connection
+            reason = getattr(exc, "reason", None) or exc.strerror or exc
+            raise IntegrityError(
+                f"witness {url} could not be reached ({reason}); nothing written"
+            ) from None
         mine = [line for line in lines if line.removeprefix("— ").split(" ", 1)[0] == verifier.name]
         if not mine:
             raise IntegrityError(f"witness {url} answered without a cosignature by {verifier.name}")

@@ -37,9 +37,9 @@ from typing import Any, Final
 from ledger.errors import IntegrityError, StorageError, ValidationError
 from ledger.fsync import fsync_path
 from ledger.integrity._keytext import b64decode, b64encode
-from ledger.integrity.checkpoint import Checkpoint, TreeHead
+from ledger.integrity.checkpoint import Checkpoint, TreeHead, parse_checkpoint_body
 from ledger.integrity.cosignature import CosignatureSigner
-from ledger.integrity.note import NoteVerifier
+from ledger.integrity.note import NoteVerifier, parse_signatures
 from ledger.integrity.witness_protocol import (
     CONTENT_TYPE_SIZE,
     CONTENT_TYPE_TEXT,
@@ -327,6 +327,15 @@ def submit_checkpoint(
     return WitnessReply(status=status, message=data.decode("utf-8", "replace").strip()[:500])
 
 
+def _note_size(note: str) -> int | None:
+    """The tree size of a checkpoint note, or None when it does not parse."""
+    try:
+        body, _ = parse_signatures(note)
+        return parse_checkpoint_body(body).size
+    except IntegrityError:
+        return None
+
+
 def request_cosignatures(
     url: str,
     checkpoint: str,
@@ -346,7 +355,21 @@ def request_cosignatures(
     reply = submit_checkpoint(url, old_size, proof_from(old_size), checkpoint, timeout=timeout)
     if reply.status == 409 and reply.latest_size is not None:
         size = reply.latest_size
-        reply = submit_checkpoint(url, size, proof_from(size), checkpoint, timeout=timeout)
+        ours = _note_size(checkpoint)
+        if ours is not None and size > ours:
+            raise IntegrityError(
+                f"witness {url} refused the checkpoint: it cosigned size {size} of this log "
+                f"before, and this checkpoint has size {ours} (a rollback: the ledger was "
+                "truncated or restored from an old backup). Run `ledger verify`"
+            )
+        try:
+            proof = proof_from(size)
+        except (IntegrityError, ValidationError) as exc:
+            raise IntegrityError(
+                f"witness {url} cosigned size {size} before, and no consistency proof from "
+                f"it to this checkpoint can be made ({exc})"
+            ) from None
+        reply = submit_checkpoint(url, size, proof, checkpoint, timeout=timeout)
     if reply.status != 200:
         detail = reply.message or f"latest size {reply.latest_size}"
         raise IntegrityError(f"witness {url} refused the checkpoint ({reply.status}): {detail}")
