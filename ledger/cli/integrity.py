@@ -119,6 +119,10 @@ def _sql_sink(url: str, *, write: bool) -> Iterator[Any]:
     """The SQL sink at ``url`` (one with the log methods)."""
     from ledger.sinks.opening import open_reader, open_sink
 
+    parsed = parse_url(url)
+    if write and parsed.scheme == "sqlite" and parsed.path is not None and not parsed.path.exists():
+        # never create a ledger here: a mistyped path would get a fresh, signed, empty log
+        raise StorageError(f"no ledger at {parsed.shown}: the file does not exist")
     sink: Any = open_sink(url) if write else open_reader(url)
     try:
         if not hasattr(sink, "tree_head"):
@@ -182,7 +186,12 @@ def _previous(out: Path | None) -> list[Checkpoint]:
     files = sorted(out.glob(CHECKPOINT_GLOB)) if out.is_dir() else [out] if out.is_file() else []
     found: list[Checkpoint] = []
     for f in files:
-        note = f.read_text(encoding="utf-8")
+        try:
+            note = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise IntegrityError(
+                f"{f} is not a checkpoint (not UTF-8 text); move it away"
+            ) from None
         try:
             body, _ = parse_signatures(note)
             parsed = parse_checkpoint_body(body)
