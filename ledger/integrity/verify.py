@@ -417,7 +417,12 @@ def verify_ledger(
         )
     log_origin = origin or (stored[0] if stored else None)
     if log_origin is None and valid:
-        log_origin = valid[0].cp.origin
+        # no stored identity (a JSONL file): the one its first event gives, when a
+        # checkpoint names it, else the first checkpoint's
+        guess = getattr(source, "origin_guess", None)
+        named = guess() if callable(guess) else None
+        origins = {v.cp.origin for v in valid}
+        log_origin = named if named in origins else valid[0].cp.origin
     kept: list[_Valid] = []
     for v in valid:
         if log_origin is not None and v.cp.origin != log_origin:
@@ -476,7 +481,10 @@ def verify_ledger(
         else:
             verified.append(size)
     for a, b in pairs:
-        if not _consistent(heads[a], heads[b], scan, n, source):
+        # Only when the rows vouch for the larger checkpoint is a failed proof a fork
+        # (the log signed two histories); when they do not, the rows may have changed
+        # (the mismatch or truncation finding says so) and the pair proves nothing.
+        if b in verified and not _consistent(heads[a], heads[b], scan, n, source):
             findings.append(
                 Finding(
                     kind=FindingKind.FORK,
