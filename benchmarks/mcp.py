@@ -16,12 +16,13 @@ same work). For each server, in the same run:
   (forwarded, then recorded);
 - **gateway, non-safe**: the non-safe tool allowed: its ``action`` is durably committed
   (``SQLiteSink``, WAL, ``synchronous=FULL``) before it is forwarded;
-- **commit_action**: one ``commit_action`` of an action shaped as the gateway's (the
-  same refs: the run's request and the tool's definition) on the same ledger (the
-  non-safe gateway's own SQLite file), made synchronously: what one durable commit costs
-  on this storage, without the hand-off to a worker thread an event loop needs (that
-  hand-off is counted as the gateway's cost; the row ``commit_action via a worker
-  thread`` shows it, for information only).
+- **direct + commit**: the direct call of the non-safe tool, then one ``commit_action``
+  of an action shaped as the gateway's (the same refs: the run's request and the tool's
+  definition) on the same ledger (the non-safe gateway's own SQLite file), made
+  synchronously, timed as one: the "direct latency plus one durable commit" of the bar,
+  without the hand-off to a worker thread an event loop needs (that hand-off is counted
+  as the gateway's cost). The rows ``commit_action`` and ``commit_action via a worker
+  thread`` time the commit alone, for information.
 
 Each round makes ``--calls`` calls of every side (the commit is a side too), one call of
 each side in turn, in a fresh shuffled order each time (seeded: the same every run), so
@@ -30,10 +31,21 @@ same one (a call right after an fsync is slower: with a fixed cyclic order, one 
 always came after a commit and the same call measured up to a third slower as one side
 than as another); none is timed while a gateway still writes the record of an earlier
 call (as between an agent's calls). Per side and round the p50 and p99 latencies are taken;
-the figure reported is the median over rounds. The bars (exit status 1 when one fails):
+the figure reported is the median over rounds. ``cpu us`` is the p50 of the CPU time this
+process's event-loop thread spent on a call (the client; for the gateway sides the
+gateway too, whose process does a client's and a server's work on top of the direct
+client's; the downstream server runs in its own process): on a loaded machine a call
+that needs more CPU loses proportionally more wall time, so the ratios grow with the
+load. The bars (exit status 1 when one fails):
 
-- non-safe: p50 <= 1.3 x direct p50 + commit p50, and p99 <= 1.3 x direct p99 + commit p99;
+- non-safe: p50 <= (direct + commit) p50 + 0.3 x direct p50, and the same at p99 (that
+  is, 1.3 x the direct latency plus one commit, per call);
 - safe: p50 <= 1.2 x direct p50 and p99 <= 1.2 x direct p99.
+
+The commit is timed with the direct call, not apart from it and added: percentiles do
+not add (the 99th percentile of the sum of two long-tailed latencies is well below the
+sum of their 99th percentiles, which made the p99 bar lax, and their medians add only
+when both are tight). The separate figures are printed too.
 
 The gateway's upstream hop is the SDK's in-process one, so the figures are the
 gateway's own cost plus the cheapest hop the SDK offers; ``ledger mcp proxy`` as a
@@ -146,9 +158,9 @@ def commit_once(
 
 async def measure(sc: Scenario, calls: int, rounds: int, directory: Path) -> list[str]:
     """Run one scenario; print its table; return the bars it fails."""
-    results: dict[str, list[tuple[float, float]]] = {
-        "direct": [], "direct, non-safe tool": [], "safe": [], "non-safe": [], "commit": [],
-        "commit, worker thread": [],
+    results: dict[str, list[tuple[float, float, float]]] = {
+        "direct": [], "direct, non-safe tool": [], "direct + commit": [], "safe": [],
+        "non-safe": [], "commit": [], "commit, worker thread": [],
     }  # fmt: skip
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         safe_sink = SQLiteSink(Path(tmp) / "safe.db")
@@ -191,26 +203,33 @@ async def measure(sc: Scenario, calls: int, rounds: int, directory: Path) -> lis
             async def one_commit() -> None:
                 commit()
 
+            async def direct_and_commit() -> None:  # the baseline of the non-safe bar
+                await direct.call_tool(sc.unsafe_tool, sc.unsafe_args)
+                commit()
+
             async def one_commit_in_thread() -> None:  # information: the hand-off's cost
                 await asyncio.wrap_future(executor().submit(commit))
 
+            sides["direct + commit"] = direct_and_commit
             sides["commit"] = one_commit
             sides["commit, worker thread"] = one_commit_in_thread
             names = list(sides)
             order = random.Random(14)
             for _ in range(rounds):
                 times: dict[str, list[float]] = {name: [] for name in names}
+                cpu: dict[str, list[float]] = {name: [] for name in names}
                 for _ in range(calls):  # one call of each side in turn, in a shuffled order
                     for name in order.sample(names, len(names)):
-                        start = time.perf_counter()
+                        start, start_cpu = time.perf_counter(), time.thread_time()
                         await sides[name]()
                         times[name].append((time.perf_counter() - start) * 1e6)
+                        cpu[name].append((time.thread_time() - start_cpu) * 1e6)
                         # an agent thinks between calls: no call is timed while the
                         # gateway still writes the record of the one before
                         await safe_gw.settle()
                         await unsafe_gw.settle()
                 for name, t in times.items():
-                    results[name].append((pct(t, 0.5), pct(t, 0.99)))
+                    results[name].append((pct(t, 0.5), pct(t, 0.99), pct(cpu[name], 0.5)))
         for sink in (safe_sink, unsafe_sink):
             sink.close()
 
@@ -219,6 +238,7 @@ async def measure(sc: Scenario, calls: int, rounds: int, directory: Path) -> lis
 
     d50, d99 = med("direct", 0), med("direct", 1)
     u50, u99 = med("direct, non-safe tool", 0), med("direct, non-safe tool", 1)
+    x50, x99 = med("direct + commit", 0), med("direct + commit", 1)
     c50, c99 = med("commit", 0), med("commit", 1)
     t50, t99 = med("commit, worker thread", 0), med("commit, worker thread", 1)
     s50, s99 = med("safe", 0), med("safe", 1)
@@ -226,30 +246,42 @@ async def measure(sc: Scenario, calls: int, rounds: int, directory: Path) -> lis
     rows = [
         (f"direct {sc.safe_tool}", d50, d99, "", ""),
         (f"direct {sc.unsafe_tool}", u50, u99, "", ""),
-        ("commit_action", c50, c99, "", ""),
-        ("commit_action via a worker thread", t50, t99, "(info)", ""),
+        (f"direct {sc.unsafe_tool} + commit_action", x50, x99, "", ""),
+        ("commit_action (info)", c50, c99, "", ""),
+        ("commit_action via a worker thread (info)", t50, t99, "", ""),
         (f"gateway {sc.safe_tool} (safe)", s50, s99, f"{1.2 * d50:.0f}", f"{1.2 * d99:.0f}"),
         (
             f"gateway {sc.unsafe_tool} (non-safe)",
             n50,
             n99,
-            f"{1.3 * u50 + c50:.0f}",
-            f"{1.3 * u99 + c99:.0f}",
+            f"{x50 + 0.3 * u50:.0f}",
+            f"{x99 + 0.3 * u99:.0f}",
         ),
     ]
     print(f"\n{sc.label}: {rounds} rounds x {calls} calls per side, stdio downstream")
-    print(f"{'side':<36} {'p50 us':>8} {'p99 us':>8} {'bar p50':>8} {'bar p99':>8}")
+    side_of = {
+        f"direct {sc.safe_tool}": "direct",
+        f"direct {sc.unsafe_tool}": "direct, non-safe tool",
+        f"direct {sc.unsafe_tool} + commit_action": "direct + commit",
+        "commit_action (info)": "commit",
+        "commit_action via a worker thread (info)": "commit, worker thread",
+        f"gateway {sc.safe_tool} (safe)": "safe",
+        f"gateway {sc.unsafe_tool} (non-safe)": "non-safe",
+    }
+    print(f"{'side':<44} {'p50 us':>8} {'p99 us':>8} {'bar p50':>8} {'bar p99':>8} {'cpu us':>7}")
     for name, p50, p99, b50, b99 in rows:
-        print(f"{name:<36} {p50:>8.0f} {p99:>8.0f} {b50:>8} {b99:>8}")
+        used = med(side_of[name], 2)
+        print(f"{name:<44} {p50:>8.0f} {p99:>8.0f} {b50:>8} {b99:>8} {used:>7.0f}")
     print(
         f"safe: {s50 / d50:.2f}x direct at p50, {s99 / d99:.2f}x at p99 (bar 1.2x); non-safe "
-        f"minus one commit: {(n50 - c50) / u50:.2f}x direct at p50, {(n99 - c99) / u99:.2f}x "
-        "at p99 (bar 1.3x)"
+        f"minus one commit: {(n50 - x50 + u50) / u50:.2f}x direct at p50, "
+        f"{(n99 - x99 + u99) / u99:.2f}x at p99 (bar 1.3x; with the commit timed apart and "
+        f"added: {(n50 - c50) / u50:.2f}x, {(n99 - c99) / u99:.2f}x)"
     )
     failed = []
     if s50 > 1.2 * d50 or s99 > 1.2 * d99:
         failed.append(f"{sc.label}: safe calls exceed 1.2x direct")
-    if n50 > 1.3 * u50 + c50 or n99 > 1.3 * u99 + c99:
+    if n50 > x50 + 0.3 * u50 or n99 > x99 + 0.3 * u99:
         failed.append(f"{sc.label}: non-safe calls exceed 1.3x direct plus one commit")
     return failed
 
