@@ -43,6 +43,7 @@ from ledger.chain.parts import (
     AnomalyCode,
     DecisionMark,
     decision_mark,
+    made_action,
     unintended_reason,
 )
 from ledger.chain.views import chain_dict, render_chain
@@ -237,7 +238,7 @@ def _actions(
         call, tool = e.call_id, e.tool or "?"
         denied = e.verdict in DENIED
         result = results.get(call) if call and not denied else None  # a denial never ran
-        actions.append(Action(intent=e, result=result, evidence=e.refs))
+        actions.append(made_action(e, result))
         if denied:
             reason = erased_text(e, "reason") or e.reason or "no reason recorded"
             _flag(out, AnomalyCode.DENIED_ATTEMPT, f"{tool} was denied: {reason}", [e], call)
@@ -270,6 +271,8 @@ def _unintended(
     allowed = {e.call_id for e in intents if e.call_id and e.verdict is Verdict.ALLOWED}
     denied = {e.call_id for e in intents if e.call_id} - allowed
     for call, found in by_call.items():
+        if call in allowed:  # the rule's first answer for a call id (never "" here)
+            continue
         why = unintended_reason(
             call_id=call,
             allowed_intent=call in allowed,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from ledger.model.event import Event
 from ledger.model.values import Ref, Verdict
@@ -28,6 +29,7 @@ __all__ = [
     "AnomalyCode",
     "DecisionMark",
     "decision_mark",
+    "made_action",
     "unintended_reason",
 ]
 
@@ -159,3 +161,36 @@ class Action:
         if self.result is None:
             return "no_result"
         return "failed" if self.result.err else "succeeded"
+
+
+class _ActionSlots:
+    __slots__ = ("evidence", "intent", "result")
+
+
+def _swappable() -> bool:
+    probe: Any = object.__new__(_ActionSlots)
+    try:
+        probe.__class__ = Action
+    except TypeError:
+        return False
+    return True
+
+
+_SWAPPABLE = _swappable()
+
+
+def made_action(intent: Event, result: Event | None) -> Action:
+    """``Action(intent=intent, result=result, evidence=intent.refs)`` for a chain being
+    assembled (one per action event, so made without the dataclass's frozen
+    ``__init__``): filled through plain slots, then made an ``Action`` (Python allows
+    assigning ``__class__`` between classes of one layout).
+
+    >>> made_action(Event(kind="action", call_id="c1"), None).call_id
+    'c1'
+    """
+    if not _SWAPPABLE:
+        return Action(intent=intent, result=result, evidence=intent.refs)
+    made: Any = object.__new__(_ActionSlots)
+    made.intent, made.result, made.evidence = intent, result, intent.refs
+    made.__class__ = Action
+    return made  # type: ignore[no-any-return]
