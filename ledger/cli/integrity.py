@@ -81,6 +81,12 @@ def _key_text(value: str, what: str) -> str:
 
 def _verifier(value: str, what: str = "--vkey") -> Verifier:
     text = _key_text(value, what)
+    if text.startswith("PRIVATE+KEY+"):
+        raise click.BadParameter(
+            "that is a signer key (keep it secret); give the verifier key that "
+            "`ledger keygen` printed",
+            param_hint=what,
+        )
     try:
         return Verifier.from_key(text)
     except (IntegrityError, ValidationError) as exc:
@@ -401,7 +407,12 @@ def _checkpoint_files(paths: Sequence[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(p.glob(CHECKPOINT_GLOB)))
+            found = sorted(p.glob(CHECKPOINT_GLOB))
+            if not found:  # the copies kept outside are the point: none is not "verified"
+                raise click.BadParameter(
+                    f"the folder {p} holds no {CHECKPOINT_GLOB} file", param_hint="--checkpoint"
+                )
+            files.extend(found)
         else:
             files.append(p)
     return files

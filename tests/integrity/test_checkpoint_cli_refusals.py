@@ -12,7 +12,7 @@ from ledger.integrity import generate_key
 from ledger.sinks import SQLiteSink
 from tests.sinks.factories import action
 
-SKEY, _ = generate_key("test.example/log")
+SKEY, VKEY = generate_key("test.example/log")
 
 
 def _key(tmp_path: Path) -> Path:
@@ -44,3 +44,26 @@ def test_a_non_utf8_file_in_the_checkpoint_folder_is_named(tmp_path: Path) -> No
     )
     assert result.exit_code == 1, result.output
     assert "checkpoint-000000000001.txt is not a checkpoint" in result.output
+
+
+def test_verify_against_a_folder_without_checkpoints_is_a_usage_error(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    with SQLiteSink(db) as sink:
+        sink.commit_action(action("r1"))
+    empty = tmp_path / "cps"
+    empty.mkdir()
+    result = CliRunner().invoke(
+        cli, ["verify", "--db", f"sqlite:///{db}", "--vkey", VKEY, "--checkpoint", str(empty)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "holds no checkpoint-*.txt" in result.output
+
+
+def test_a_signer_key_given_as_vkey_is_named(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    with SQLiteSink(db) as sink:
+        sink.commit_action(action("r1"))
+    result = CliRunner().invoke(cli, ["verify", "--db", f"sqlite:///{db}", "--vkey", SKEY])
+    assert result.exit_code == 2, result.output
+    assert "signer key" in result.output
+    assert SKEY not in result.output
