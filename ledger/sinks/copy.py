@@ -24,6 +24,7 @@ from ledger.errors import CorruptRecord, StorageError, ValidationError
 from ledger.model.event import Event
 from ledger.sinks.base import Reader, Sink
 from ledger.sinks.opening import open_reader, open_sink
+from ledger.sinks.shred import shredding
 from ledger.sinks.url import parse_url
 
 __all__ = ["CopyResult", "copy_ledger"]
@@ -64,6 +65,14 @@ def copy_ledger(
         raise ValidationError("destination: it is the source ledger; give another file or schema")
     skipped: list[str] = []
     with closing(open_reader(source)) as reader:
+        if shredding(reader):
+            raise ValidationError(
+                f"source {src.shown} keeps args and result encrypted under per-run keys "
+                "(crypto-shredding); copying it is not supported: a copy would either "
+                "store the payloads in clear or keep envelopes bound to this ledger, and "
+                "shredded runs would arrive without their erasure records. Keep the "
+                "database itself (a file copy or pg_dump)"
+            )
         if dst.path is not None and dst.path.exists() and dst.path.stat().st_size:
             _require_empty_file(destination)
         created = dst.path is not None and not dst.path.exists()

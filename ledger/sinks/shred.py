@@ -66,6 +66,7 @@ __all__ = [
     "ShredTables",
     "attach_payloads",
     "is_envelope",
+    "shredding",
 ]
 
 log = logging.getLogger(__name__)
@@ -483,6 +484,17 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     payloads = Payloads(sink, wrapper, origin=sink.origin, key_id=key_id)
     sink._payloads = payloads
     sink._decode = payloads.decode_row
+
+
+def shredding(sink: Any) -> bool:
+    """True when the SQL ledger ``sink`` was created in shredding mode (False for any
+    other store, and for a SQL ledger created in clear)."""
+    if not hasattr(sink, "_reading") or not hasattr(sink, "_table"):
+        return False
+    t = ShredTables(getattr(sink, "schema", None))
+    reading: AbstractContextManager[sa.Connection] = sink._reading()
+    with reading as conn:
+        return conn.execute(sa.select(t.mode.c.scheme)).first() is not None
 
 
 def _create_mode(sink: Any, t: ShredTables, wrapper: KeyWrapper) -> tuple[str, str]:

@@ -306,3 +306,22 @@ def test_in_the_callers_transaction_a_rolled_back_key_is_not_used_again(
         assert reader.chain("r1").actions[0].intent.args == '{"to":"alice@example.com"}'
     finally:
         engine.dispose()
+
+
+def test_copying_a_shredding_ledger_is_refused_saying_why(
+    ledger_db: Ledger, key: FileKeyWrapper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy would store the payloads in clear (with the key) or keep envelopes bound
+    to the source ledger (without), and shredded runs would lose their records: the
+    copy is refused before anything is written, key or no key."""
+    from ledger.errors import ValidationError
+    from ledger.sinks import copy_ledger
+
+    _shredding(ledger_db, key)
+    for with_key in (False, True):
+        if with_key:
+            monkeypatch.setenv(ENV_KEY, str(tmp_path / "payload.key"))
+        target = tmp_path / f"copy-{with_key}.db"
+        with pytest.raises(ValidationError, match="crypto-shredding"):
+            copy_ledger(ledger_db.url, f"sqlite:///{target}")
+        assert not target.exists()
