@@ -131,6 +131,26 @@ def _fact(row: Any, obj: dict[str, Any], actors: _Actors) -> Fact:
     )
 
 
+_RESULT = Kind.TOOL_RESULT.value
+
+
+def _result_fact(row: Any) -> Fact:
+    """The :class:`Fact` of an intact result: what the report reads of a result (its
+    call, tool, time and whether it failed) is in its columns, which the check has just
+    compared with its JSON."""
+    verdict = row[_VERDICT]
+    return Fact(
+        Kind.TOOL_RESULT,
+        row[1],
+        row[2],
+        row[3],
+        row[_TOOL],
+        None if verdict is None else _VERDICTS[verdict],
+        from_micros(row[_TIME]),
+        err="error" if row[8] else "",
+    )
+
+
 def _text(value: object) -> str:
     if type(value) is not str:
         raise ValidationError(f"expected a string, got {type(value).__name__}")
@@ -226,15 +246,18 @@ class _Pass:
     def one(self, row: Any) -> None:
         """A row of the window."""
         event_id, text, stored = row[1], row[_TEXT], row[_HASH]
-        found = dict(zip(FILTER_COLUMNS, row[_FILTERS], strict=True))
-        obj, computed, problem = verify_row(event_id, text, stored, found)
-        self.hashes.add(event_id, row[2], stored, computed, problem)
+        obj, computed, problem = verify_row(event_id, text, stored, row[_FILTERS])
+        if problem:
+            self.hashes.add(event_id, row[2], stored, computed, problem)
+        else:
+            self.hashes.checked += 1
         if not problem and stored is not None:  # the hash vouches for the JSON it was made of
-            if row[_KIND] not in _CALL_KIND_NAMES:
+            kind = row[_KIND]
+            if kind not in _CALL_KIND_NAMES:
                 self._seen(row[_TIME])
                 return
             try:
-                fact = _fact(row, obj, self.actors)
+                fact = _result_fact(row) if kind == _RESULT else _fact(row, obj, self.actors)
             except (ValidationError, TypeError, AttributeError, KeyError):
                 pass  # a malformed member: decoded as the readers decode it, below
             else:

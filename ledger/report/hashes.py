@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -101,14 +101,18 @@ class HashCheck:
 
 
 def verify_row(
-    event_id: str, text: str | bytes, stored: str | None, found: dict[str, Any]
+    event_id: str,
+    text: str | bytes,
+    stored: str | None,
+    found: dict[str, Any] | Sequence[Any],
 ) -> tuple[Any, str | None, str]:
     """``(parsed JSON, computed hash, problem)`` of one stored row; problem is empty when
     the row is intact: its JSON matches its content hash and names its event id, and its
-    filter columns (``found``) agree with the JSON. The parsed JSON is None when the text
-    does not parse as an object."""
+    filter columns (``found``: by name, or their values in ``FILTER_COLUMNS`` order)
+    agree with the JSON. The parsed JSON is None when the text does not parse as an
+    object."""
     from ledger.canonical import sha256_of
-    from ledger.sinks.rows import column_disagreements
+    from ledger.sinks.rows import FILTER_COLUMNS, column_disagreements
 
     try:
         obj = orjson.loads(text)
@@ -129,7 +133,14 @@ def verify_row(
         return obj, computed, "stored JSON does not match its content hash: changed after writing"
     if named != event_id:
         return obj, computed, f"stored JSON names event {named!r}, the row says {event_id!r}"
-    if not _agrees(found, obj) and (wrong := column_disagreements(found, obj)):
+    if isinstance(found, dict):
+        if _agrees(found, obj):
+            return obj, computed, ""
+    elif _agrees_values(found, obj):
+        return obj, computed, ""
+    else:
+        found = dict(zip(FILTER_COLUMNS, found, strict=True))
+    if wrong := column_disagreements(found, obj):
         return obj, computed, f"the row's columns disagree with its JSON: {'; '.join(wrong)}"
     return obj, computed, ""
 
@@ -162,14 +173,22 @@ def _agrees(found: dict[str, Any], obj: dict[str, Any]) -> bool:
     """True when the filter columns ``found`` say what the JSON ``obj`` says: the quick
     answer of :func:`ledger.sinks.rows.column_disagreements` being empty (which names
     what differs when this is False)."""
+    from ledger.sinks.rows import FILTER_COLUMNS
+
+    return _agrees_values(tuple(found[name] for name in FILTER_COLUMNS), obj)
+
+
+def _agrees_values(found: Sequence[Any], obj: dict[str, Any]) -> bool:
+    """:func:`_agrees` of the filter columns' values in ``FILTER_COLUMNS`` order."""
+    run_id, call_id, kind, tool, verdict, time_us, has_err = found
     get = obj.get
     if (
-        get("run_id", "") != found["run_id"]
-        or get("call_id", "") != found["call_id"]
-        or get("kind") != found["kind"]
-        or get("tool", "") != found["tool"]
-        or (get("verdict") or None) != found["verdict"]
-        or bool(get("err")) != bool(found["has_err"])
+        get("run_id", "") != run_id
+        or get("call_id", "") != call_id
+        or get("kind") != kind
+        or get("tool", "") != tool
+        or (get("verdict") or None) != verdict
+        or bool(get("err")) != bool(has_err)
     ):
         return False
     when = get("time")
@@ -177,11 +196,11 @@ def _agrees(found: dict[str, Any], obj: dict[str, Any]) -> bool:
         return False
     if len(when) == 27 and when[10] == "T" and when[-1] == "Z" and when[19] == ".":
         try:  # the form the sink writes (microseconds, UTC): the C parser agrees
-            return bool((datetime.fromisoformat(when) - _EPOCH) // _MICRO == found["time_us"])
+            return bool((datetime.fromisoformat(when) - _EPOCH) // _MICRO == time_us)
         except ValueError:
             pass
     try:
-        return bool((parse_time(when) - _EPOCH) // _MICRO == found["time_us"])
+        return bool((parse_time(when) - _EPOCH) // _MICRO == time_us)
     except ValidationError:
         return False
 
