@@ -232,7 +232,18 @@ def _bundled(
         raise IntegrityError(
             f"event {row.event_id}: its stored bytes are not UTF-8; it cannot be bundled"
         ) from None
-    return BundleEvent(leaf_index=row.leaf_index, data=data, proof=tuple(proof_for(row.leaf_index)))
+    proof = tuple(proof_for(row.leaf_index))
+    stone = tombstone_of(row.data)
+    leaf = leaf_hash(row.data) if stone is None else stone.leaf_hash
+    try:  # never write a bundle that cannot verify
+        verify_inclusion(leaf, row.leaf_index, checkpoint.size, proof, checkpoint.root)
+    except IntegrityError as exc:
+        raise IntegrityError(
+            f"event {row.event_id} (leaf {row.leaf_index}) does not lead to checkpoint "
+            f"{checkpoint.size}'s root ({exc}): its stored bytes or the stored tree were "
+            "changed; not bundled. Run `ledger verify`"
+        ) from None
+    return BundleEvent(leaf_index=row.leaf_index, data=data, proof=proof)
 
 
 def _fail(why: str) -> IntegrityError:

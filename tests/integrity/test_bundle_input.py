@@ -53,3 +53,27 @@ def test_bundle_into_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "does not exist" in result.output
     assert not out.parent.exists()
+
+
+def test_bundle_of_a_changed_row_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    import sqlite3
+
+    from ledger.sinks import SQLiteSink
+    from tests.sinks.factories import action
+
+    db = tmp_path / "ledger.db"
+    key = tmp_path / "log.key"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["keygen", "test.example/log", "--out", str(key)]).exit_code == 0
+    with SQLiteSink(db) as sink:
+        for i in range(5):
+            sink.commit_action(action("r1", f"c{i}"))
+    url = f"sqlite:///{db}"
+    assert runner.invoke(cli, ["checkpoint", "--db", url, "--key", str(key)]).exit_code == 0
+    with sqlite3.connect(db) as conn:  # the attacker edits a row under the checkpoint
+        conn.execute("UPDATE events SET event_json = replace(event_json, 'c2', 'cX')")
+    out = tmp_path / "run.json"
+    result = runner.invoke(cli, ["bundle", "r1", "--db", url, "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "not bundled" in result.output
+    assert not out.exists()
