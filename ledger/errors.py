@@ -26,6 +26,7 @@ __all__ = [
     "IntegrityError",
     "LedgerError",
     "NotSelfExplaining",
+    "PayloadKeyError",
     "PersistError",
     "QueryError",
     "RecordError",
@@ -138,6 +139,11 @@ class RetentionError(LedgerError):
     """A retention rule refused the request (an erasure inside the floor or under a
     legal hold, a floor lowered without a signed change, an unknown hold or run);
     nothing was changed. The message names the rule and what to do."""
+
+
+class PayloadKeyError(LedgerError):
+    """The payload key of a crypto-shredding ledger is missing, wrong, or cannot be used
+    (the message says which, and what to give instead)."""
 
 
 # --- the gate ------------------------------------------------------------------------

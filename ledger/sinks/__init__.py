@@ -27,15 +27,18 @@ from ledger.sinks.url import LedgerURL, parse_url
 
 if TYPE_CHECKING:
     from ledger.sinks.postgres import PostgresSink
+    from ledger.sinks.shred import FileKeyWrapper, KeyWrapper
     from ledger.sinks.sqlite import SQLiteSink
 
 __all__ = [
     "CopyResult",
     "DiscardSink",
     "DurableSink",
+    "FileKeyWrapper",
     "JSONLContents",
     "JSONLReader",
     "JSONLSink",
+    "KeyWrapper",
     "LedgerURL",
     "MemoryReader",
     "PostgresSink",
@@ -55,6 +58,8 @@ __all__ = [
 _LAZY = {
     "SQLiteSink": "ledger.sinks.sqlite",
     "PostgresSink": "ledger.sinks.postgres",
+    "FileKeyWrapper": "ledger.sinks.shred",
+    "KeyWrapper": "ledger.sinks.shred",
 }
 
 

@@ -24,7 +24,6 @@ from ledger.errors import CorruptRecord, StorageError, ValidationError
 from ledger.model.event import Event
 from ledger.sinks.base import Reader, Sink
 from ledger.sinks.opening import open_reader, open_sink
-from ledger.sinks.shred import shredding
 from ledger.sinks.url import parse_url
 
 __all__ = ["CopyResult", "copy_ledger"]
@@ -63,6 +62,8 @@ def copy_ledger(
         src.path is not None and dst.path is not None and src.path.resolve() == dst.path.resolve()
     ) or (src.dsn is not None and (src.dsn, src.schema) == (dst.dsn, dst.schema)):
         raise ValidationError("destination: it is the source ledger; give another file or schema")
+    from ledger.sinks.shred import shredding  # SQLAlchemy and cryptography: only when copying
+
     skipped: list[str] = []
     with closing(open_reader(source)) as reader:
         if shredding(reader):

@@ -52,7 +52,7 @@ import sqlalchemy as sa
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ledger.errors import CorruptRecord, LedgerError, StorageError
+from ledger.errors import CorruptRecord, PayloadKeyError, StorageError
 from ledger.model.erasure import ALL_FIELDS, Erasure
 from ledger.model.event import Event
 
@@ -61,7 +61,6 @@ __all__ = [
     "SCHEME",
     "FileKeyWrapper",
     "KeyWrapper",
-    "PayloadKeyError",
     "Payloads",
     "ShredTables",
     "attach_payloads",
@@ -78,10 +77,6 @@ FIELDS = ("args", "result")
 _ENVELOPE = '{"encrypted":"aes-256-gcm","nonce":"'
 _FILE_HEAD = "agentledger-payload-key v1 "
 _CACHE_SECONDS = 2.0  # how long a reader trusts a run key's state before reading it again
-
-
-class PayloadKeyError(LedgerError):
-    """The payload key is missing, wrong, or cannot be used (the message says which)."""
 
 
 @runtime_checkable

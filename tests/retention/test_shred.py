@@ -17,13 +17,13 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.errors import CorruptRecord
+from ledger.errors import CorruptRecord, PayloadKeyError
 from ledger.integrity import generate_key
 from ledger.integrity.note import Signer, Verifier
 from ledger.integrity.verify import FindingKind, verify_ledger
 from ledger.retention import Retention, Selection
 from ledger.sinks import PostgresSink, SQLiteSink
-from ledger.sinks.shred import ENV_KEY, FileKeyWrapper, PayloadKeyError
+from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
 pytestmark = needs_retention_schema
