@@ -41,7 +41,7 @@ from ledger.integrity.cosignature import (
     generate_witness_key,
     verify_cosignature,
 )
-from ledger.integrity.merkle import MemoryTree, leaf_hash
+from ledger.integrity.merkle import MemoryTree, leaf_hash, verify_consistency, verify_inclusion
 from ledger.integrity.note import (
     Signer,
     Verifier,
@@ -536,22 +536,30 @@ def proof(
     with _sql_sink(db, write=False) as sink:
         if event_id is not None:
             p = sink.inclusion_proof(event_id, tree_size)
+            root = sink.tree_root(p.tree_size)
+            _self_check(
+                lambda: verify_inclusion(p.leaf_hash, p.leaf_index, p.tree_size, p.hashes, root)
+            )
             value: dict[str, Any] = {
                 "event_id": event_id,
                 "leaf_index": p.leaf_index,
                 "tree_size": p.tree_size,
                 "leaf_hash": b64encode(p.leaf_hash),
-                "root": b64encode(sink.tree_root(p.tree_size)),
+                "root": b64encode(root),
                 "proof": [b64encode(h) for h in p.hashes],
             }
         else:
+            assert old_size is not None  # one of EVENT_ID and --old-size, checked above
+            old = old_size
             new = tree_size if tree_size is not None else sink.tree_head().size
-            hashes = sink.consistency_proof(old_size, new)
+            hashes = sink.consistency_proof(old, new)
+            old_root, root = sink.tree_root(old), sink.tree_root(new)
+            _self_check(lambda: verify_consistency(old, new, old_root, root, hashes))
             value = {
                 "old_size": old_size,
                 "tree_size": new,
-                "old_root": b64encode(sink.tree_root(old_size)),
-                "root": b64encode(sink.tree_root(new)),
+                "old_root": b64encode(old_root),
+                "root": b64encode(root),
                 "proof": [b64encode(h) for h in hashes],
             }
     if as_json:
@@ -564,6 +572,17 @@ def proof(
                 click.echo(f"  {h}")
         else:
             click.echo(f"{name}: {item}")
+
+
+def _self_check(check: Any) -> None:
+    """Never print a proof that does not verify (a changed row or stored node)."""
+    try:
+        check()
+    except IntegrityError as exc:
+        raise IntegrityError(
+            f"the stored log gives a proof that does not verify ({exc}): its rows or stored "
+            "tree were changed outside the ledger. Run `ledger verify`"
+        ) from None
 
 
 # --- bundles -------------------------------------------------------------------------

@@ -57,3 +57,21 @@ def test_a_changed_covering_node_fails_verification(
 def test_an_untouched_ledger_still_verifies(log_store: Store) -> None:
     _ledger(log_store, 20)
     assert verify_ledger(log_store.open(), [Verifier.from_key(VKEY)]).ok
+
+
+def test_ledger_proof_refuses_to_print_a_proof_that_does_not_verify(sqlite_log: Store) -> None:
+    """A changed node inside the tree (not one of the head's covering nodes): the proofs
+    that use it no longer verify, and ``ledger proof`` says so instead of printing one."""
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+
+    _ledger(sqlite_log, 20)
+    _replace_node(sqlite_log, 4, 0)  # leaf 4's hash, a sibling in leaf 5's proof
+    (event_id,) = sqlite_log.sql("SELECT event_id FROM events WHERE leaf_index = 5")[0]
+    runner = CliRunner()
+    result = runner.invoke(cli, ["proof", str(event_id), "--db", sqlite_log.url])
+    assert result.exit_code == 1, result.output
+    assert "does not verify" in result.output
+    (other,) = sqlite_log.sql("SELECT event_id FROM events WHERE leaf_index = 17")[0]
+    assert runner.invoke(cli, ["proof", str(other), "--db", sqlite_log.url]).exit_code == 0
