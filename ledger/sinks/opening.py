@@ -21,6 +21,7 @@ to do, so a typo cannot hide behind an empty database. A locked SQLite file is w
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ledger.errors import StorageError, ValidationError
 from ledger.sinks.base import Reader, Sink
@@ -28,15 +29,23 @@ from ledger.sinks.discard import DiscardSink
 from ledger.sinks.jsonl import JSONLReader, JSONLSink
 from ledger.sinks.url import LedgerURL, parse_url
 
+if TYPE_CHECKING:
+    from ledger.sinks.shred import KeyWrapper
+
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "lock_timeout", "open_reader", "open_sink", "upgrade"]
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 
 
-def open_sink(url: str) -> Sink:
+def open_sink(url: str, *, payload_key: KeyWrapper | None = None) -> Sink:
     """Open the sink named by ``url`` for writing (created when absent; SQL schemas are
     migrated to the newest revision). The caller closes it (every sink is a context
-    manager)."""
+    manager). ``payload_key`` (SQL ledgers; else ``$LEDGER_PAYLOAD_KEY``) is the
+    operator's key of a crypto-shredding ledger (:mod:`ledger.sinks.shred`)."""
+    if payload_key is not None and parse_url(url).scheme not in ("sqlite", "postgresql"):
+        raise ValidationError(
+            "payload_key: only SQL ledgers (sqlite:///, postgresql://) encrypt payloads"
+        )
     parsed = parse_url(url)
     if parsed.scheme == "discard":
         return DiscardSink()
@@ -47,10 +56,10 @@ def open_sink(url: str) -> Sink:
         from ledger.sinks.sqlite import SQLiteSink
 
         assert parsed.path is not None
-        return SQLiteSink(parsed.path)
+        return SQLiteSink(parsed.path, payload_key=payload_key)
     from ledger.sinks.postgres import PostgresSink
 
-    return PostgresSink.open(parsed.url)
+    return PostgresSink.open(parsed.url, payload_key=payload_key)
 
 
 def lock_timeout() -> float:

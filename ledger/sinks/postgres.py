@@ -176,9 +176,12 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         *,
         schema: str | None = None,
         migrate: bool = True,
+        payload_key: KeyWrapper | None = None,
         **engine_options: Any,
     ) -> PostgresSink:
         """A sink that owns a new engine for ``dsn`` (closed with the sink).
+        ``payload_key`` is as for the constructor (crypto-shredding,
+        :mod:`ledger.sinks.shred`).
 
         ``dsn`` is any PostgreSQL URL :func:`~ledger.sinks.open_sink` takes, including
         ``?ledger_schema=NAME`` (which must then agree with ``schema=``). With
@@ -211,7 +214,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         if not options.get("pool_pre_ping"):
             _ping_when_idle(engine)
         try:
-            sink = cls(engine, schema=schema, migrate=migrate)
+            sink = cls(engine, schema=schema, migrate=migrate, payload_key=payload_key)
             if not migrate:
                 sink._require_readable(parsed.shown)
         except BaseException:

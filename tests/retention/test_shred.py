@@ -325,3 +325,20 @@ def test_copying_a_shredding_ledger_is_refused_saying_why(
         with pytest.raises(ValidationError, match="crypto-shredding"):
             copy_ledger(ledger_db.url, f"sqlite:///{target}")
         assert not target.exists()
+
+
+def test_open_sink_and_postgres_open_take_the_payload_key(
+    ledger_db: Ledger, key: FileKeyWrapper
+) -> None:
+    """The key reaches a ledger opened by URL too (not only through the environment)."""
+    from ledger.errors import ValidationError
+    from ledger.sinks import open_sink
+
+    sink: Any = open_sink(ledger_db.url, payload_key=key)
+    ledger_db.opened.insert(0, sink)
+    sink.record_many(run_events("by-url", OLD))
+    stored = _stored(ledger_db, "by-url")
+    assert not any(b"alice@example.com" in d for d in stored.values())
+    assert sink.chain("by-url").actions[0].intent.args == '{"to":"alice@example.com"}'
+    with pytest.raises(ValidationError, match="only SQL ledgers"):
+        open_sink("jsonl:///unused.jsonl", payload_key=key)
