@@ -82,7 +82,8 @@ def is_valid_key_name(name: str) -> bool:
     (True, False, False)
     """
     return (
-        bool(name)
+        isinstance(name, str)
+        and bool(name)
         and "+" not in name
         and _SPACES.isdisjoint(name)
         and CONTROL.search(name) is None
@@ -134,8 +135,14 @@ def public_key(raw: bytes) -> Ed25519PublicKey:
         raise ValidationError(f"not an Ed25519 public key: {exc}") from None
 
 
+def _check_key_text(text: object, what: str) -> None:
+    if not isinstance(text, str):
+        raise ValidationError(f"a {what} key is text, not a {type(text).__name__}")
+
+
 def parse_verifier_key(text: str, alg: int, what: str) -> tuple[str, int, bytes]:
     """Split ``name+hexid+base64(alg || key)``; check the name, the id and the key."""
+    _check_key_text(text, what)
     parts = text.split("+", 2)
     if len(parts) != 3:
         raise IntegrityError(f"malformed {what} key: want name+keyid+base64key")
@@ -163,6 +170,7 @@ def parse_verifier_key(text: str, alg: int, what: str) -> tuple[str, int, bytes]
 
 def parse_signer_key(text: str, alg: int, what: str) -> tuple[str, int, Ed25519PrivateKey]:
     """Split ``PRIVATE+KEY+name+hexid+base64(alg || seed)``; check the name and the id."""
+    _check_key_text(text, f"{what} signer")
     parts = text.split("+", 4)
     if len(parts) != 5 or parts[0] != "PRIVATE" or parts[1] != "KEY":
         raise IntegrityError(f"malformed {what} signer key: want PRIVATE+KEY+name+keyid+key")

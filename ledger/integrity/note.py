@@ -219,7 +219,8 @@ class Verifier:
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         """True when ``signature`` is this key's Ed25519 signature of ``message``."""
-        if len(signature) != 64:
+        given: tuple[object, object] = (message, signature)
+        if not all(isinstance(x, bytes) for x in given) or len(signature) != 64:
             return False
         try:
             self._key.verify(signature, message)
@@ -284,6 +285,8 @@ def parse_signatures(note: str | bytes) -> tuple[str, tuple[NoteSignature, ...]]
             note = bytes(note).decode("utf-8")
         except UnicodeDecodeError:
             raise IntegrityError("malformed note: not valid UTF-8") from None
+    if not isinstance(note, str):
+        raise IntegrityError(f"malformed note: a note is text, not a {type(note).__name__}")
     _check_text(note, error=IntegrityError)
     split = note.rfind("\n\n")
     if split < 0:
@@ -318,6 +321,11 @@ def parse_signatures(note: str | bytes) -> tuple[str, tuple[NoteSignature, ...]]
 
 def _known(verifiers: Iterable[NoteVerifier]) -> dict[tuple[str, int], NoteVerifier]:
     known: dict[tuple[str, int], NoteVerifier] = {}
+    given: object = verifiers
+    if given is None or isinstance(given, str | bytes):
+        raise ValidationError(
+            f"verifiers must be a list of verifier keys (Verifier.from_key), not {verifiers!r:.40}"
+        )
     for v in verifiers:
         k = (v.name, v.key_id)
         if k in known and known[k] != v:
@@ -402,7 +410,10 @@ def sign_note(text: str, signers: Iterable[NoteSigner]) -> str:
         if (name, kid) in have:
             raise ValidationError(f"signer {name!r} ({kid:08x}) given twice")
         have.add((name, kid))
-        lines.append(NoteSignature.make(name, kid, bytes(signer.sign(message))).line)
+        signature = signer.sign(message)
+        if not isinstance(signature, bytes | bytearray) or not signature:
+            raise ValidationError(f"signer {name!r} returned no signature bytes")
+        lines.append(NoteSignature.make(name, kid, bytes(signature)).line)
     if not lines:
         raise ValidationError("a signed note needs at least one signer")
     return text + "\n" + "".join(lines)
