@@ -75,3 +75,33 @@ def test_ledger_proof_refuses_to_print_a_proof_that_does_not_verify(sqlite_log: 
     assert "does not verify" in result.output
     (other,) = sqlite_log.sql("SELECT event_id FROM events WHERE leaf_index = 17")[0]
     assert runner.invoke(cli, ["proof", str(other), "--db", sqlite_log.url]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE events SET nodes = 'abc' WHERE leaf_index = 15",  # text where bytes belong
+        "UPDATE events SET nodes = substr(nodes, 1, 128) || randomblob(32) WHERE leaf_index = 15",
+        "UPDATE tree_head SET root = 'abc'",
+        "UPDATE tree_head SET size = 'abc'",
+    ],
+)
+def test_values_of_the_wrong_type_are_findings_not_crashes(
+    sqlite_log: Store, statement: str
+) -> None:
+    """SQLite keeps any type in any column: what an attacker writes by hand is a finding
+    (and valid ``--json``), never an internal error."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+
+    _ledger(sqlite_log, 20)
+    sqlite_log.sql(statement)
+    result = verify_ledger(sqlite_log.open(), [Verifier.from_key(VKEY)])
+    assert not result.ok
+    assert FindingKind.HEAD in {f.kind for f in result.errors}
+    run = CliRunner().invoke(cli, ["verify", "--db", sqlite_log.url, "--vkey", VKEY, "--json"])
+    assert run.exit_code == 1, run.output
+    assert json.loads(run.stdout)["ok"] is False
