@@ -125,10 +125,13 @@ def _sql_sink(url: str, *, write: bool) -> Iterator[Any]:
     """The SQL sink at ``url`` (one with the log methods)."""
     from ledger.sinks.opening import open_reader, open_sink
 
-    parsed = parse_url(url)
-    if write and parsed.scheme == "sqlite" and parsed.path is not None and not parsed.path.exists():
-        # never create a ledger here: a mistyped path would get a fresh, signed, empty log
-        raise StorageError(f"no ledger at {parsed.shown}: the file does not exist")
+    if write:  # never create a ledger here: a mistyped URL would get a fresh, signed log
+        try:
+            open_reader(url).close()
+        except StorageError as exc:
+            if str(exc).startswith("no ledger at"):  # a missing file, schema or events table
+                raise
+            # a ledger at an older revision: opening it for writing upgrades it, as before
     sink: Any = open_sink(url) if write else open_reader(url)
     try:
         if not hasattr(sink, "tree_head"):

@@ -67,3 +67,19 @@ def test_a_signer_key_given_as_vkey_is_named(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "signer key" in result.output
     assert SKEY not in result.output
+
+
+def test_checkpoint_of_another_applications_database_creates_nothing(tmp_path: Path) -> None:
+    import sqlite3
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    result = CliRunner().invoke(
+        cli, ["checkpoint", "--db", f"sqlite:///{other}", "--key", str(_key(tmp_path))]
+    )
+    assert result.exit_code == 1, result.output
+    assert "no ledger at" in result.output
+    with sqlite3.connect(other) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == {"t"}
