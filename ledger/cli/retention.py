@@ -56,6 +56,14 @@ def _retention(url: str, *, write: bool) -> Iterator[Any]:
             f"{parsed.shown}: retention works on a SQL ledger (sqlite:///FILE or "
             "postgresql://...); a JSONL file cannot be erased in place"
         )
+    if parsed.scheme == "sqlite" and parsed.path is not None and not parsed.path.is_file():
+        # a mistyped path must not become a fresh ledger holding a policy, a hold, an
+        # erasure record or a vacuum report of nothing
+        missing = "is a directory" if parsed.path.is_dir() else "does not exist"
+        raise ValidationError(
+            f"no ledger at {parsed.path}: the file {missing}; give the URL of an "
+            "existing ledger (`ledger db upgrade URL` creates an empty one)"
+        )
     sink: Any = open_sink(url) if write else open_reader(url)
     try:
         yield Retention(sink)

@@ -43,7 +43,7 @@ from ulid import ULID
 from ledger.canonical import canonical_bytes
 from ledger.errors import StorageError, ValidationError
 from ledger.ids import coerce_event_id
-from ledger.integrity._keytext import b64encode
+from ledger.integrity._keytext import b64decode, b64encode
 from ledger.integrity.merkle import leaf_hash
 from ledger.integrity.note import NoteSigner, Verifier
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
@@ -341,6 +341,107 @@ class Retention:
         row = conn.execute(sa.select(p).order_by(p.c.version.desc()).limit(1)).first()
         return None if row is None else self._policy_state(row)
 
+    def _logged(self, conn: sa.Connection, tools: Sequence[str]) -> list[tuple[str, str, Any]]:
+        """(event id, tool, args) of the retention records of ``tools`` in the log, in
+        log order: the proof the retention tables are an index of."""
+        t = self._events
+        rows = conn.execute(
+            sa.select(t.c.event_id, t.c.tool, t.c.event_json)
+            .where(
+                t.c.tool.in_(list(tools)),
+                t.c.kind == "action",
+                sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX,
+            )
+            .order_by(t.c.seq)
+        ).all()
+        out = []
+        for event_id, tool, text in rows:
+            try:
+                args = orjson.loads(text).get("args")
+            except (orjson.JSONDecodeError, AttributeError):
+                args = None
+            out.append((str(event_id), str(tool), args))
+        return out
+
+    def _trusted_policy(self, conn: sa.Connection) -> PolicyState | None:
+        """The policy in force, checked against the policy records in the log: every
+        change that lowered the floor (or changed the keys) signed by a key of the
+        policy before it, and the table's latest version the log's latest record. A
+        table changed outside the ledger (a floor lowered, a key added, a version
+        deleted by SQL) is refused, so nothing is erased under a policy nobody set."""
+        state = self._policy(conn)
+        previous: Policy | None = None
+        last: tuple[str, Any] | None = None
+        for event_id, _tool, record in self._logged(conn, [POLICY_TOOL]):
+            if not isinstance(record, dict):
+                raise _tampered(f"policy record {event_id} is not a policy change")
+            try:
+                policy = Policy(
+                    keep=parse_duration(str(record["keep"])),
+                    floor=parse_duration(str(record["floor"])),
+                    keys=tuple(record.get("keys") or ()),
+                )
+            except (KeyError, ValidationError) as exc:
+                raise _tampered(f"policy record {event_id} is malformed ({exc})") from None
+            if change_kind(previous, policy) == "lower":
+                assert previous is not None
+                if not _signed_by(record, previous.keys):
+                    raise _tampered(
+                        f"policy record {event_id} (version {record.get('version')}) lowers "
+                        "the floor or changes the policy keys without a valid signature by "
+                        "a key of the policy before it"
+                    )
+            previous, last = policy, (event_id, record)
+        if last is None and state is None:
+            return None
+        if last is None or state is None:
+            raise _tampered(
+                "the retention policy table and the policy records in the log disagree "
+                f"(table: {'none' if state is None else f'version {state.version}'}, log: "
+                f"{'none' if last is None else f'record {last[0]}'})"
+            )
+        event_id, record = last
+        signature = record.get("signature")
+        signed = "" if not signature else f"{signature.get('name')}+{signature.get('key_id')}"
+        if (
+            state.record_id != event_id
+            or state.version != record.get("version")
+            or state.policy != previous
+            or state.signed_by != signed
+        ):
+            raise _tampered(
+                f"the retention policy table (version {state.version}: keep "
+                f"{format_duration(state.policy.keep)}, floor "
+                f"{format_duration(state.policy.floor)}) is not the policy the log records "
+                f"last (record {event_id}: version {record.get('version')}, keep "
+                f"{record.get('keep')}, floor {record.get('floor')})"
+            )
+        return state
+
+    def _trusted_holds(self, conn: sa.Connection) -> list[Hold]:
+        """The standing holds, checked against the hold records in the log: a hold the
+        log placed and did not release must stand in the table, with the scope the log
+        gave it (a hold released, deleted or narrowed by SQL is refused)."""
+        holds = self._holds(conn, released=False)
+        logged: dict[str, Any] = {}
+        for event_id, tool, record in self._logged(conn, [HOLD_ADD_TOOL, HOLD_RELEASE_TOOL]):
+            if not isinstance(record, dict) or not isinstance(record.get("hold"), str):
+                raise _tampered(f"hold record {event_id} is malformed")
+            if tool == HOLD_ADD_TOOL:
+                logged[record["hold"]] = record
+            else:
+                logged.pop(record["hold"], None)
+        table = {h.hold_id: h for h in holds}
+        for hold_id, record in logged.items():
+            hold = table.get(hold_id)
+            scope = {k: record.get(k) for k in ("run_id", "since", "until") if k in record}
+            if hold is None or _hold_scope(hold) != scope:
+                raise _tampered(
+                    f"legal hold {hold_id} ({record.get('covers', '?')}) stands in the log "
+                    "but not, or not as placed, in the holds table"
+                )
+        return holds
+
     @staticmethod
     def _policy_state(row: Any) -> PolicyState:
         signature = json.loads(row.signature) if row.signature else None
@@ -382,7 +483,7 @@ class Retention:
             Verifier.from_key(text)  # a malformed key is refused before anything
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now())
-            current = self._policy(conn)
+            current = self._trusted_policy(conn)
             if floor is None:
                 floor_span = current.policy.floor if current else timedelta(0)
             else:
@@ -662,14 +763,14 @@ class Retention:
         record_id = str(run.record_id)
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now())
-            state = self._policy(conn)
+            state = self._trusted_policy(conn)
             if state is None:
                 raise refuse(
                     "no retention policy is set, so nothing may be erased: set one first "
                     "with `ledger retention set --keep 400d --floor 180d`"
                 )
             where = self._where(conn, selection, listing=each is not None)
-            holds = self._holds(conn, released=False)
+            holds = self._trusted_holds(conn)
             if each is not None:  # refuse before anything is listed
                 self._check_floor(conn, where, state, txn.now)
                 self._check_holds(conn, where, holds)
@@ -1060,3 +1161,37 @@ def _hold_scope(hold: Hold) -> dict[str, Any]:
         "since": None if hold.since is None else format_time(hold.since),
         "until": None if hold.until is None else format_time(hold.until),
     }
+
+
+def _tampered(what: str) -> Exception:
+    """The refusal of a request whose retention tables were changed outside the ledger."""
+    return refuse(
+        f"{what}: the retention tables were changed outside the ledger; run `ledger verify` "
+        "and restore them from the log or a backup"
+    )
+
+
+def _signed_by(record: dict[str, Any], keys: Sequence[str]) -> bool:
+    """True when ``record`` (a policy change) carries a valid signature, over the RFC
+    8785 form of the record without it, by one of ``keys``."""
+    signature = record.get("signature")
+    if not isinstance(signature, dict):
+        return False
+    body = {k: v for k, v in record.items() if k != "signature"}
+    try:
+        raw = b64decode(str(signature.get("signature")))
+        message = canonical_bytes(body, "rfc8785")
+    except Exception:  # a malformed signature or body: not signed
+        return False
+    for text in keys:
+        try:
+            verifier = Verifier.from_key(text)
+        except Exception:
+            continue
+        if (
+            verifier.name == signature.get("name")
+            and f"{verifier.key_id:08x}" == signature.get("key_id")
+            and verifier.verify(message, raw)
+        ):
+            return True
+    return False

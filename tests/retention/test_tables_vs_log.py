@@ -1,0 +1,110 @@
+"""The floor and the holds come from the log, not from tables anyone can UPDATE.
+
+The retention tables (``retention_policy``, ``legal_holds``) index the records the log
+holds. A floor lowered, a key added, a version deleted, a hold released or deleted by
+plain SQL must not let an erasure (or a signed floor change by a key nobody
+registered) through: the request is refused and nothing changes. And a command given
+a SQLite path that does not exist refuses it instead of creating a fresh ledger.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+from ledger.errors import RetentionError
+from ledger.integrity import Signer, generate_key
+from ledger.integrity.verify import verify_ledger
+from ledger.retention import Retention, Selection
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+
+def _prepared(ledger_db: Ledger) -> tuple[Retention, object, str]:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("young", datetime.now(UTC) - timedelta(days=1), secret="bob"))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="v1")
+    r.set_policy(keep="400d", floor="30d", reason="v2: raise")
+    hold = r.add_hold(run_id="old-1", reason="litigation")
+    return r, sink, hold.hold_id
+
+
+def _rows(ledger_db: Ledger) -> list[object]:
+    return ledger_db.sql("SELECT event_id, event_json FROM {p}events ORDER BY seq")
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "UPDATE {p}retention_policy SET floor_s = 0",
+        "DELETE FROM {p}retention_policy WHERE version = 2",
+        "UPDATE {p}legal_holds SET released_us = 1, released_by = 'x', release_reason = 'y'",
+        "DELETE FROM {p}legal_holds",
+        "UPDATE {p}legal_holds SET run_id = 'young'",
+    ],
+)
+def test_a_table_changed_by_sql_does_not_open_the_floor_or_lift_a_hold(
+    ledger_db: Ledger, forgery: str
+) -> None:
+    r, sink, _ = _prepared(ledger_db)
+    ledger_db.sql(forgery)
+    before = _rows(ledger_db)
+    for selection in (Selection.of_run("young"), Selection.of_run("old-1")):
+        with pytest.raises(RetentionError, match="changed outside the ledger"):
+            r.erase(selection, reason="after a forged table", by="x")
+        with pytest.raises(RetentionError):
+            r.erase(selection, reason="after a forged table", by="x", dry_run=True)
+    assert _rows(ledger_db) == before
+    assert verify_ledger(sink, None).ok
+
+
+def test_a_policy_key_added_by_sql_cannot_sign_a_lower_floor(ledger_db: Ledger) -> None:
+    r, _, _ = _prepared(ledger_db)
+    evil_key, evil_vkey = generate_key("evil.example/policy")
+    ledger_db.sql(
+        "UPDATE {p}retention_policy SET keys = :k WHERE version = 2", k=f'["{evil_vkey}"]'
+    )
+    before = _rows(ledger_db)
+    with pytest.raises(RetentionError, match="changed outside the ledger"):
+        r.set_policy(keep="400d", floor="0", signer=Signer.from_key(evil_key), reason="x")
+    assert _rows(ledger_db) == before
+
+
+def test_the_ledgers_own_changes_still_pass_the_check(ledger_db: Ledger) -> None:
+    r, sink, hold_id = _prepared(ledger_db)
+    key, vkey = generate_key("dpo.example/policy")
+    r.set_policy(keep="400d", keys=[vkey], reason="register the DPO key")
+    with pytest.raises(RetentionError, match="under legal hold"):
+        r.erase(Selection.of_run("old-1"), reason="gdpr")
+    r.release_hold(hold_id, reason="case closed")
+    assert r.erase(Selection.of_run("old-1"), reason="gdpr").erased == 7
+    with pytest.raises(RetentionError, match="inside the retention floor"):
+        r.erase(Selection.of_run("young"), reason="gdpr")
+    r.set_policy(keep="400d", floor="1h", signer=Signer.from_key(key), reason="signed")
+    r.add_hold(since=OLD - timedelta(days=9), until=OLD - timedelta(days=1), reason="range")
+    assert r.erase(Selection.of_run("young"), reason="gdpr").erased == 7
+    assert verify_ledger(sink, None).ok
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("db", "vacuum"),
+        ("erase", "--run", "r", "--reason", "x"),
+        ("retention", "set", "--keep", "400d", "--reason", "x"),
+        ("hold", "add", "--run", "r", "--reason", "x"),
+    ],
+)
+def test_a_missing_sqlite_file_is_refused_not_created(tmp_path: Path, args: tuple[str]) -> None:
+    path = tmp_path / "typo.db"
+    result = CliRunner().invoke(cli, [*args, "--db", f"sqlite:///{path}"])
+    assert result.exit_code == 1, result.output
+    assert "no ledger at" in result.stderr and result.stderr.count("\n") == 1
+    assert not path.exists()
