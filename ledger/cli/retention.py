@@ -64,11 +64,32 @@ def _retention(url: str, *, write: bool) -> Iterator[Any]:
             f"no ledger at {parsed.path}: the file {missing}; give the URL of an "
             "existing ledger (`ledger db upgrade URL` creates an empty one)"
         )
+    if parsed.scheme == "postgresql" and write:
+        _require_pg_ledger(parsed)
     sink: Any = open_sink(url) if write else open_reader(url)
     try:
         yield Retention(sink)
     finally:
         sink.close()
+
+
+def _require_pg_ledger(parsed: Any) -> None:
+    """Refuse a PostgreSQL schema that holds no ledger (a mistyped ``ledger_schema``
+    must not become a fresh, empty ledger); one at an older revision is left to the
+    writer, which upgrades it."""
+    import sqlalchemy as sa
+
+    from ledger.sinks.schema import SchemaState, require_readable, schema_state
+
+    engine = sa.create_engine(parsed.dsn, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            revision, state = schema_state(conn, parsed.schema)
+    finally:
+        engine.dispose()
+    if state is SchemaState.EMPTY:
+        place = f"schema {parsed.schema!r}" if parsed.schema else "it"
+        require_readable(revision, state, parsed.shown, place)
 
 
 def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:

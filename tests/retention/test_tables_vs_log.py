@@ -108,3 +108,27 @@ def test_a_missing_sqlite_file_is_refused_not_created(tmp_path: Path, args: tupl
     assert result.exit_code == 1, result.output
     assert "no ledger at" in result.stderr and result.stderr.count("\n") == 1
     assert not path.exists()
+
+
+@pytest.mark.postgres
+def test_a_postgres_schema_without_a_ledger_is_refused_not_created(pg_dsn: str) -> None:
+    import sqlalchemy as sa
+
+    from ledger.sinks.url import parse_url
+
+    schema = "ledger_r_typo_schema"
+    sep = "&" if "?" in pg_dsn else "?"
+    found = parse_url(pg_dsn).dsn
+    assert found is not None
+    engine = sa.create_engine(found, poolclass=sa.pool.NullPool)
+    try:
+        result = CliRunner().invoke(
+            cli, ["db", "vacuum", "--db", f"{pg_dsn}{sep}ledger_schema={schema}"]
+        )
+        assert result.exit_code == 1 and "no ledger at" in result.stderr
+        with engine.connect() as conn:
+            assert not sa.inspect(conn).has_table("events", schema=schema)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
