@@ -57,7 +57,7 @@ from ledger.sinks.sql import SQLReader
 from ledger.sinks.url import shown_url
 from ledger.timefmt import utc_now
 
-__all__ = ["PAGE", "in_database", "report_in_database"]
+__all__ = ["PAGE", "in_database", "report_in_database", "stream_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def _table_name(t: sa.Table) -> str:
     return f'"{t.schema}".events' if t.schema else "events"
 
 
-def _stream(reader: SQLReader, sql: str, params: tuple[Any, ...]) -> Iterator[Any]:
+def stream_rows(reader: SQLReader, sql: str, params: tuple[Any, ...]) -> Iterator[Any]:
     """The rows of one driver-level query, streamed :data:`PAGE` at a time on one
     connection (one snapshot; a server-side cursor on PostgreSQL)."""
     with reader._reading() as conn:
@@ -366,7 +366,7 @@ def _one_pass(
     low = -(1 << 63) if since is None else since
     high = 1 << 63 if until is None else until
     one, end, last = work.one, work.end, work.ends.last
-    for done, row in enumerate(_stream(reader, sql, seqs), 1):
+    for done, row in enumerate(stream_rows(reader, sql, seqs), 1):
         if low <= row[_TIME] < high:
             one(row)
             if last(row[0]):

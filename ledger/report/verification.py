@@ -17,19 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import sqlalchemy as sa
-
 from ledger.integrity.checkpoint import TreeHead
 from ledger.integrity.note import NoteVerifier
 from ledger.integrity.verify import LeafRow, LeafSource, VerifyResult, verify_ledger
 from ledger.report.hashes import HashCheck, HashTally, check_hashes, verify_row
 from ledger.sinks.base import Reader
 from ledger.sinks.rows import FILTER_COLUMNS
-from ledger.sinks.sql import SQLReader, stored_json
+from ledger.sinks.sql import SQLReader
 
 __all__ = ["verify_rows"]
-
-_PAGE = 5000
 
 
 class _CheckedLeaves:
@@ -49,32 +45,32 @@ class _CheckedLeaves:
             yield from self._source.leaf_rows()
             return
         self._read = True
+        from ledger.report.aggregate import stream_rows
+
         t = self._reader._table
-        columns = [t.c.seq, t.c.event_id, t.c.leaf_index, *(t.c[n] for n in FILTER_COLUMNS)]
-        cursor: int | None = None
+        sqlite = self._reader._dialect == "sqlite"
+        text = "CAST(event_json AS BLOB)" if sqlite else "event_json"
+        name = f'"{t.schema}".events' if t.schema else "events"
+        sql = (
+            f"SELECT seq, event_id, leaf_index, {', '.join(FILTER_COLUMNS)}, {text}, "
+            f"content_hash FROM {name} ORDER BY seq"
+        )
         tally = self.tally
-        while True:
-            with self._reader._reading() as conn:
-                query = sa.select(*columns, stored_json(t, conn.dialect.name), t.c.content_hash)
-                if cursor is not None:
-                    query = query.where(t.c.seq > cursor)
-                rows = conn.execute(query.order_by(t.c.seq).limit(_PAGE)).all()
-            for row in rows:
-                seq, event_id, index = row[0], row[1], row[2]
-                raw, stored = row[-2], row[-1]
-                found = dict(zip(FILTER_COLUMNS, row[3:-2], strict=True))
-                _, computed, problem = verify_row(event_id, raw, stored, found)
-                tally.add(event_id, found["run_id"], stored, computed, problem)
-                data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
-                yield LeafRow(
-                    seq=int(seq),
-                    event_id=str(event_id),
-                    leaf_index=None if index is None else int(index),
-                    data=data,
-                )
-            if len(rows) < _PAGE:
-                return
-            cursor = rows[-1][0]
+        for row in stream_rows(self._reader, sql, ()):
+            seq, event_id, index = row[0], row[1], row[2]
+            raw, stored = row[-2], row[-1]
+            _, computed, problem = verify_row(event_id, raw, stored, row[3:-2])
+            if problem:
+                tally.add(event_id, row[3], stored, computed, problem)
+            else:
+                tally.checked += 1
+            data = raw if type(raw) is bytes else str(raw).encode("utf-8")
+            yield LeafRow(
+                seq=int(seq),
+                event_id=str(event_id),
+                leaf_index=None if index is None else int(index),
+                data=data,
+            )
 
     def stored_head(self) -> tuple[str, TreeHead] | None:
         return self._source.stored_head()
