@@ -158,8 +158,9 @@ class Selection:
 
     @classmethod
     def of_events(cls, ids: Sequence[str | ULID]) -> Selection:
-        """The events ``ids``."""
-        return cls(event_ids=tuple(str(coerce_event_id(i, field="--event")) for i in ids))
+        """The events ``ids`` (each once, however often given)."""
+        unique = dict.fromkeys(str(coerce_event_id(i, field="--event")) for i in ids)
+        return cls(event_ids=tuple(unique))
 
     def describe(self) -> str:
         """``run r1`` / ``events before 2026-01-01T00:00:00Z`` / ``3 event(s)``."""
@@ -167,7 +168,7 @@ class Selection:
             return f"run {self.run_id}"
         if self.before is not None:
             return f"events before {format_time(self.before)}"
-        return f"{len(self.event_ids)} event(s) by id"
+        return f"{len(set(self.event_ids))} event(s) by id"
 
     def to_dict(self) -> dict[str, Any]:
         """The selection as the erasure record states it."""
@@ -737,6 +738,8 @@ class Retention:
         """
         why = require_reason(reason)
         who = by or operator()
+        if isinstance(fields, str):  # one field name, not its letters
+            fields = (fields,)
         wanted = tuple(f for f in ALL_FIELDS if f in set(fields))
         unknown = sorted(set(fields) - set(ALL_FIELDS))
         if unknown or not wanted:
