@@ -88,6 +88,7 @@ from ledger.sinks.tree import (
     TreeReading,
     TreeTables,
     fetch_nodes,
+    head_values,
     number_rows,
 )
 from ledger.sinks.url import parse_url
@@ -343,7 +344,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
             return fetch_nodes(conn, self._trees, keys)
 
-        return self._appender.begin(int(head[0]), bytes(head[1]), fetch)
+        return self._appender.begin(*head_values(head[0], head[1]), fetch)
 
     def _tree_finish(self, conn: sa.Connection, after: Frontier) -> bytes:
         """Write the new head of the tree ``after`` (its rows inserted just before, each

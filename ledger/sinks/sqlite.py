@@ -72,6 +72,7 @@ from ledger.sinks.tree import (
     TreeAppender,
     TreeReading,
     TreeTables,
+    head_values,
     number_rows,
     read_nodes,
 )
@@ -334,7 +335,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
             return read_nodes(lambda q, p: conn.execute(q, p).fetchall(), "events", "sqlite", keys)
 
-        return self._appender.begin(int(head[0]), bytes(head[1]), fetch)
+        return self._appender.begin(*head_values(head[0], head[1]), fetch)
 
     def _insert_rows(self, conn: sqlite3.Connection, numbered: list[Row]) -> None:
         """Insert numbered rows, ``_STATEMENT_ROWS`` per statement."""

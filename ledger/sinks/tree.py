@@ -71,6 +71,7 @@ __all__ = [
     "TreeReading",
     "TreeTables",
     "fetch_nodes",
+    "head_values",
     "node_key_chunks",
     "number_rows",
     "owned_nodes",
@@ -142,7 +143,11 @@ def nodes_from_rows(
 ) -> dict[tuple[int, int], bytes]:
     """The hashes of nodes ``keys`` out of their owners' ``(leaf_index, nodes)`` rows;
     a node whose owner's row is missing, or too short to hold it, is left out."""
-    held = {int(index): bytes(blob) for index, blob in rows if blob is not None}
+    held = {
+        int(index): bytes(blob)
+        for index, blob in rows
+        if isinstance(index, int) and isinstance(blob, bytes | memoryview | bytearray)
+    }  # a value of another type (SQLite keeps whatever an UPDATE gave) is no node
     found: dict[tuple[int, int], bytes] = {}
     for level, idx in keys:
         blob = held.get(node_owner(level, idx))
@@ -166,7 +171,10 @@ def read_nodes(
     for part in node_key_chunks(owners):
         if dialect == "sqlite":
             marks = ", ".join("?" * len(part))
-            query = f"SELECT leaf_index, nodes FROM {events} WHERE leaf_index IN ({marks})"
+            query = (
+                f"SELECT leaf_index, CAST(nodes AS BLOB) FROM {events} "
+                f"WHERE leaf_index IN ({marks})"
+            )
             rows += execute(query, tuple(part))
         else:
             query = f"SELECT leaf_index, nodes FROM {events} WHERE leaf_index = ANY(%s)"
@@ -183,6 +191,25 @@ def fetch_nodes(
         return [tuple(r) for r in conn.exec_driver_sql(query, params)]
 
     return read_nodes(execute, tables.events, conn.dialect.name, keys)
+
+
+def head_values(size: object, root: object) -> tuple[int, bytes]:
+    """The stored tree head's ``(size, root)`` as an int and bytes; ``IntegrityError``
+    when the row holds values of other types (SQLite keeps whatever a hand-written
+    ``UPDATE`` gives), so no reader or writer trips over them."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise IntegrityError(
+            f"the ledger's tree head holds the size {size!r}, not a leaf count: it was "
+            "changed outside the ledger; run `ledger verify` and restore the database "
+            "from a backup"
+        )
+    if not isinstance(root, bytes | memoryview | bytearray) or len(root) != HASH_SIZE:
+        raise IntegrityError(
+            f"the ledger's tree head holds a root of type {type(root).__name__}, not a "
+            f"{HASH_SIZE}-byte hash: it was changed outside the ledger; run `ledger "
+            "verify` and restore the database from a backup"
+        )
+    return size, bytes(root)
 
 
 def _lookup(found: dict[tuple[int, int], bytes]) -> Any:
@@ -282,7 +309,8 @@ class TreeReading:
                 "the ledger has no tree head (the tree_head row was deleted outside the "
                 "ledger); run `ledger verify` and restore the database from a backup"
             )
-        return str(row[0]), int(row[1]), bytes(row[2])
+        size, root = head_values(row[1], row[2])
+        return str(row[0]), size, root
 
     @property
     def origin(self) -> str:
@@ -407,7 +435,7 @@ class TreeReading:
                     "not signed. Run `ledger verify`"
                 )
             if last is not None:
-                last_size, last_root, last_note = int(last[0]), bytes(last[1]), str(last[2])
+                last_size, last_root, last_note = _stored_checkpoint(last)
                 if last_size > size:
                     raise IntegrityError(
                         f"the tree has {size} leaves but checkpoint {last_size} was signed "
@@ -611,7 +639,10 @@ class TreeReading:
         while True:
             with self._reading() as conn:
                 rows = conn.execute(
-                    sa.select(t.c.leaf_index, sa.func.substr(t.c.nodes, 1, HASH_SIZE))
+                    sa.select(
+                        t.c.leaf_index,
+                        sa.func.substr(sa.cast(t.c.nodes, sa.LargeBinary), 1, HASH_SIZE),
+                    )
                     .where(t.c.leaf_index > cursor)
                     .order_by(t.c.leaf_index)
                     .limit(5000)
@@ -631,6 +662,30 @@ class TreeReading:
             return tuple(consistency_path(old_size, new_size, NodeHashes(_lookup(found))))
         except (IntegrityError, ValidationError, StorageError):
             return None
+
+
+def _stored_checkpoint(row: Sequence[Any]) -> tuple[int, bytes, str]:
+    """A ``tree_checkpoints`` row's size, root and note, once its columns are shown to
+    agree with the signed note they were taken from (else ``IntegrityError``: the row
+    was changed outside the ledger, and what it says cannot be signed against)."""
+    size, root, note = row
+    try:
+        body = parse_checkpoint_body(parse_signatures(str(note))[0])
+    except (IntegrityError, ValidationError) as exc:
+        raise IntegrityError(
+            f"a stored checkpoint's note does not parse ({exc}): the tree_checkpoints table "
+            "was changed outside the ledger; not signed. Run `ledger verify`"
+        ) from None
+    if (size, bytes(root) if isinstance(root, bytes | memoryview) else root) != (
+        body.size,
+        body.root,
+    ):
+        raise IntegrityError(
+            f"the stored checkpoint of size {size!r} disagrees with its own signed note "
+            f"(size {body.size}): the tree_checkpoints table was changed outside the "
+            "ledger; not signed. Run `ledger verify`"
+        )
+    return body.size, body.root, str(note)
 
 
 def _unverified(note: str) -> Checkpoint:

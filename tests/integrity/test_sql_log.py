@@ -365,3 +365,45 @@ def test_the_lean_pass_agrees_with_the_full_one_and_steps_aside_for_anything_unu
     log_store.sql("UPDATE {p}events SET leaf_index = leaf_index + 1000 WHERE leaf_index = 3")
     assert v._fast_scan(sink, {n + 1}, set(), None) is None
     assert not verify_ledger(sink, None).ok
+
+
+def test_checkpoint_columns_changed_outside_the_ledger_are_not_signed_against(
+    log_store: Store,
+) -> None:
+    """``sink.checkpoint`` trusts a stored checkpoint only as far as its signed note: a
+    size or root column rewritten by hand is refused, saying so."""
+    sink = log_store.open()
+    sink.record_many([action("r", f"c{i}") for i in range(4)])
+    sink.checkpoint(SIGNER)
+    sink.commit_action(action("r", "c4"))
+    log_store.sql("UPDATE {p}tree_checkpoints SET size = 99 WHERE size = 4")
+    with pytest.raises(IntegrityError, match="disagrees with its own signed note"):
+        log_store.open().checkpoint(SIGNER)
+    log_store.sql("UPDATE {p}tree_checkpoints SET size = 4, root = :r WHERE size = 99", r=bytes(32))
+    with pytest.raises(IntegrityError, match="disagrees with its own signed note"):
+        log_store.open().checkpoint(SIGNER)
+
+
+def test_a_tree_head_of_the_wrong_type_is_an_integrity_error_everywhere(
+    sqlite_log: Store,
+) -> None:
+    """SQLite keeps any type an UPDATE gives: a text root or size in the head, text in
+    ``nodes``, is an IntegrityError to readers, proofs and writers, never a TypeError or a
+    decoding error."""
+    sink = sqlite_log.open()
+    sink.record_many([action("r", f"c{i}") for i in range(6)])
+    first = next(iter(sink.events(limit=1)))
+    sqlite_log.sql("UPDATE events SET nodes = 'not bytes ' || char(233) WHERE leaf_index = 1")
+    fresh = sqlite_log.open()
+    with pytest.raises(IntegrityError):
+        fresh.inclusion_proof(first.event_id)
+    for size, root in (("abc", None), (6, "abc")):
+        if root is None:
+            sqlite_log.sql("UPDATE tree_head SET size = :s", s=size)
+        else:
+            sqlite_log.sql("UPDATE tree_head SET size = :s, root = :r", s=size, r=root)
+        fresh = sqlite_log.open()
+        with pytest.raises(IntegrityError, match="changed outside the ledger"):
+            fresh.tree_head()
+        with pytest.raises(IntegrityError):
+            fresh.commit_action(action("r", "later"))
