@@ -845,6 +845,7 @@ def bench_ledger(
     light: bool = False,
     report_only: bool = False,
     memory_only: bool = False,
+    windows: tuple[str, ...] = ("whole year", "30 days"),
 ) -> None:
     from ledger.report.build import build_report
     from ledger.report.verification import verify_rows
@@ -863,6 +864,8 @@ def bench_ledger(
     for label, (since, until), runs_of in (("whole year", year, heavy), ("30 days", month, reps)):
         if light or memory_only:
             break
+        if label not in windows:
+            continue
 
         def report(since: datetime = since, until: datetime = until) -> None:
             build_report(reader, since=since, until=until)
@@ -979,6 +982,10 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="only the report figures")
     parser.add_argument("--memory-only", action="store_true", help="only the peak-memory runs")
     parser.add_argument(
+        "--windows", default="year,30days",
+        help="the report windows timed: year, 30days or both (comma-separated)",
+    )  # fmt: skip
+    parser.add_argument(
         "--light", action="store_true",
         help="skip the whole-year report, verification and memory (the passes over every row)",
     )  # fmt: skip
@@ -995,6 +1002,8 @@ def main() -> int:
         run_child(opts.child, opts.url, opts.since, opts.until)
         return 0
     sizes = parse_sizes(opts.sizes)
+    names = {"year": "whole year", "30days": "30 days"}
+    windows = tuple(names[w.strip()] for w in opts.windows.split(",") if w.strip())
     dsn = os.environ.get("LEDGER_TEST_POSTGRES_DSN", "")
     results = Results()
     print(f"median of {opts.reps} alternating runs ({opts.heavy_reps} for the whole-year "
@@ -1012,14 +1021,14 @@ def main() -> int:
             plain = Plain.sqlite(path)
             bench_ledger(results, "sqlite", size, f"sqlite:///{path}", plain, opts.reps, path,
                          not opts.no_memory, opts.heavy_reps, opts.light,
-                         opts.report_only, opts.memory_only)  # fmt: skip
+                         opts.report_only, opts.memory_only, windows)  # fmt: skip
             plain.close()
         if schema is not None:
             plain = Plain.postgres(dsn, schema)
             url = f"{dsn}{'&' if '?' in dsn else '?'}ledger_schema={schema}"
             bench_ledger(results, "postgresql", size, url, plain, opts.reps, None,
                          not opts.no_memory, opts.heavy_reps, opts.light,
-                         opts.report_only, opts.memory_only)  # fmt: skip
+                         opts.report_only, opts.memory_only, windows)  # fmt: skip
             plain.close()
         elif not dsn and opts.only != "sqlite":
             print("PostgreSQL: skipped (set LEDGER_TEST_POSTGRES_DSN)")
