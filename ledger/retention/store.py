@@ -347,7 +347,7 @@ class Retention:
         log order: the proof the retention tables are an index of."""
         t = self._events
         rows = conn.execute(
-            sa.select(t.c.event_id, t.c.tool, t.c.event_json)
+            sa.select(t.c.event_id, t.c.tool, t.c.event_json, sa.func.substr(t.c.nodes, 1, 32))
             .where(
                 t.c.tool.in_(list(tools)),
                 t.c.kind == "action",
@@ -356,7 +356,12 @@ class Retention:
             .order_by(t.c.seq)
         ).all()
         out = []
-        for event_id, tool, text in rows:
+        for event_id, tool, text, leaf in rows:
+            if leaf is None or leaf_hash(str(text).encode("utf-8")) != bytes(leaf):
+                raise _tampered(
+                    f"retention record {event_id}: its stored bytes no longer match the leaf "
+                    "the log committed"
+                )
             try:
                 args = orjson.loads(text).get("args")
             except (orjson.JSONDecodeError, AttributeError):

@@ -132,3 +132,16 @@ def test_a_postgres_schema_without_a_ledger_is_refused_not_created(pg_dsn: str) 
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         engine.dispose()
+
+
+def test_a_policy_record_edited_in_the_log_and_the_table_is_refused(ledger_db: Ledger) -> None:
+    r, _, _ = _prepared(ledger_db)
+    ledger_db.sql(
+        'UPDATE {p}events SET event_json = replace(event_json, \'"floor":"30d"\', '
+        "'\"floor\":\"0d\"') WHERE tool = 'ledger.retention.set' AND kind = 'action'"
+    )
+    ledger_db.sql("UPDATE {p}retention_policy SET floor_s = 0")
+    before = _rows(ledger_db)
+    with pytest.raises(RetentionError, match="no longer match the leaf"):
+        r.erase(Selection.of_run("young"), reason="after a forged record", by="x")
+    assert _rows(ledger_db) == before
