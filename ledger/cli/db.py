@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from ledger.cli.common import emit_json, json_option, progress, stdout
-from ledger.integrity.verify import log_statement
 from ledger.report.database import check_database, database_url
 
 __all__ = ["db", "register"]
@@ -62,7 +61,7 @@ def check(url: str, as_json: bool) -> None:
             table.add_row(f"  {kind}", str(count))
         table.add_row("integrity", result.integrity)
         table.add_row("content hashes", result.hash_check.summary())
-        table.add_row("tamper-evident log", escape(log_statement(result.log_check)))
+        table.add_row("tamper-evident log", escape(result.log_statement()))
         stdout().print(table)
         verdict = "[green]ok[/]" if result.ok else "[bold red]problems found[/]"
         stdout().print(verdict)

@@ -69,6 +69,17 @@ class DatabaseCheck:
             and (self.log_check is None or self.log_check.ok)
         )
 
+    def log_statement(self) -> str:
+        """One sentence on the tamper-evident log: its verification, or why it was not
+        checked (a schema this version cannot read as current)."""
+        if self.log_check is None and self.schema_status != SchemaState.CURRENT:
+            return (
+                f"tamper-evident log: not checked (the schema is {self.schema_status}, at "
+                f"revision {self.revision or 'none'}; newest {self.head}); run `ledger db "
+                "upgrade` to bring it up to date, then check again"
+            )
+        return log_statement(self.log_check)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "url": self.url,
@@ -79,7 +90,7 @@ class DatabaseCheck:
             "integrity": self.integrity,
             "hash_check": self.hash_check.to_dict(),
             "log_check": None if self.log_check is None else self.log_check.to_dict(),
-            "log_statement": log_statement(self.log_check),
+            "log_statement": self.log_statement(),
         }
 
 

@@ -90,3 +90,27 @@ def test_help_and_version() -> None:
     for command in ("demo", "runs", "chain", "why", "events", "drift", "report", "typed", "db"):
         assert command in result.stdout
     assert invoke("--version").stdout.startswith("ledger, version ")
+
+
+def test_db_check_of_a_schema_behind_says_the_log_was_not_checked_and_why(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from ledger.sinks.schema import MIGRATIONS_DIR
+
+    path = tmp_path / "old.db"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        config.attributes["connection"] = conn
+        config.attributes["schema"] = None
+        command.upgrade(config, "0003_retention")
+    engine.dispose()
+    result = invoke("db", "check", f"sqlite:///{path}", "--json")
+    assert result.exit_code == 1
+    found = json.loads(result.stdout)
+    assert found["schema"]["status"] == "behind"
+    assert "not checked" in found["log_statement"] and "ledger db upgrade" in found["log_statement"]
+    assert "not a SQL ledger" not in result.stdout
