@@ -785,6 +785,12 @@ class Retention:
             guard = _Guard(to_micros(state.policy.cutoff(txn.now)), holds)
             payloads = self._sink._payloads if selection.run_id is not None else None
             shred = payloads is not None and bool({"args", "result"} & set(wanted))
+            if shred and not {"args", "result"} <= set(wanted):
+                raise refuse(
+                    "in this crypto-shredding ledger a run's args and result are encrypted "
+                    "under one data key, so erasing one of them destroys the other too: "
+                    "give both (--field args --field result) or erase the whole run"
+                )
             key_only = shred and set(wanted) <= {"args", "result"}  # the rows stay as they are
             try:
                 erased, already, digest, stones = self._tombstones(

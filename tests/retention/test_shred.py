@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.errors import CorruptRecord, PayloadKeyError
+from ledger.errors import CorruptRecord, PayloadKeyError, RetentionError
 from ledger.integrity import generate_key
 from ledger.integrity.note import Signer, Verifier
 from ledger.integrity.verify import FindingKind, verify_ledger
@@ -342,3 +342,23 @@ def test_open_sink_and_postgres_open_take_the_payload_key(
     assert sink.chain("by-url").actions[0].intent.args == '{"to":"alice@example.com"}'
     with pytest.raises(ValidationError, match="only SQL ledgers"):
         open_sink("jsonl:///unused.jsonl", payload_key=key)
+
+
+@pytest.mark.parametrize("fields", [["args"], ["result"], ["args", "reason"]])
+def test_erasing_args_or_result_alone_is_refused_where_one_key_covers_both(
+    ledger_db: Ledger, key: FileKeyWrapper, fields: list[str]
+) -> None:
+    """The run's data key encrypts both fields: destroying it for ``args`` alone would
+    take ``result`` too while the record says ``args``. Refused, nothing changed."""
+    sink, r = _shredding(ledger_db, key)
+    before = _stored(ledger_db, "old-1")
+    for dry_run in (True, False):
+        with pytest.raises(RetentionError, match="one data key"):
+            r.erase(Selection.of_run("old-1"), reason="x", fields=fields, dry_run=dry_run)
+    assert _stored(ledger_db, "old-1") == before
+    assert ledger_db.sql("SELECT wrapped IS NULL FROM {p}run_keys WHERE run_id = 'old-1'") == [
+        (False,)
+    ]
+    chain = _open(ledger_db, key, reader=True).chain("old-1")
+    assert "alice" in str(chain.actions[0].result.result if chain.actions[0].result else "")
+    _ok(sink)
