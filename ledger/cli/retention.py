@@ -148,6 +148,12 @@ def retention_set(
 
     signer = None if signer_key is None else Signer.from_key(_key_text(signer_key))
     keys = [_key_text(k) for k in policy_keys] or None
+    if any(k.startswith("PRIVATE+KEY+") for k in keys or ()):
+        raise click.BadParameter(
+            "that is a signer (private) key; give its verifier key (what `ledger keygen` "
+            "printed), and keep the signer key for --key",
+            param_hint="--policy-key",
+        )
     with _retention(db, write=True) as r:
         state = r.set_policy(keep=keep, floor=floor, keys=keys, signer=signer, reason=reason, by=by)
     if as_json:

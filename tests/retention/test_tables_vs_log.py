@@ -145,3 +145,22 @@ def test_a_policy_record_edited_in_the_log_and_the_table_is_refused(ledger_db: L
     with pytest.raises(RetentionError, match="no longer match the leaf"):
         r.erase(Selection.of_run("young"), reason="after a forged record", by="x")
     assert _rows(ledger_db) == before
+
+
+def test_a_signer_key_given_as_a_policy_key_is_named_and_not_stored(tmp_path: Path) -> None:
+    from ledger.sinks import SQLiteSink
+
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(run_events("old-1", OLD))
+    signer, _ = generate_key("dpo.example/policy")
+    key_file = tmp_path / "dpo.key"
+    key_file.write_text(signer + "\n", encoding="utf-8")
+    for given in (str(key_file), signer):
+        result = CliRunner().invoke(
+            cli, ["retention", "set", "--db", f"sqlite:///{path}", "--keep", "400d",
+                  "--policy-key", given, "--reason", "x"],
+        )  # fmt: skip
+        assert result.exit_code == 2 and "signer (private) key" in result.stderr
+        assert signer not in result.output
+    assert b"PRIVATE+KEY" not in path.read_bytes()
