@@ -37,7 +37,7 @@ __all__ = [
     "require_reason",
 ]
 
-_DURATION = re.compile(r"^(\d{1,7})([hdwy])$")
+_DURATION = re.compile(r"^(\d+)([hdwy])$")
 _UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1),
          "y": timedelta(days=365)}  # fmt: skip
 _MAX = timedelta(days=365 * 1000)
@@ -66,8 +66,11 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
             f"{what}: {text!r} is not a duration; give a whole number and a unit: h (hours), "
             f"d (days), w (weeks) or y (365 days), e.g. 400d{hint}"
         )
-    span = int(m.group(1)) * _UNIT[m.group(2)]
-    if span > _MAX:
+    try:
+        span = int(m.group(1)) * _UNIT[m.group(2)] if len(m.group(1)) <= 9 else None
+    except OverflowError:
+        span = None
+    if span is None or span > _MAX:
         raise ValidationError(f"{what}: {text!r} is longer than 1000 years")
     return span
 

@@ -1,9 +1,19 @@
-"""Library input an erasure takes as a user means it: an event id given twice is one
-event (and said so), and ``fields="args"`` is the field ``args``, not its letters."""
+"""Input taken as a user means it: an event id given twice is one event (and said so),
+``fields="args"`` is the field ``args``, not its letters, a duration too long is named
+as such, and an empty erase reason is a one-line refusal like every other."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+from ledger.errors import ValidationError
 from ledger.retention import Retention, Selection
+from ledger.retention.rules import parse_duration
+from ledger.sinks import SQLiteSink
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
 pytestmark = needs_retention_schema
@@ -32,3 +42,22 @@ def test_one_field_given_as_a_string(ledger_db: Ledger) -> None:
     assert done.fields == ("args",) and done.erased == 7
     chain = sink.chain("old-1")
     assert chain.actions[0].intent.reason == "ok"  # the rest stays readable
+
+
+def test_a_duration_too_long_is_named_as_such() -> None:
+    for text in ("99999999d", "999999999y", "1" + "0" * 40 + "d", "365001d"):
+        with pytest.raises(ValidationError, match="longer than 1000 years"):
+            parse_duration(text)
+    assert parse_duration("365000d").days == 365000
+
+
+def test_an_empty_erase_reason_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(run_events("old-1", OLD))
+    for reason in ("", "   ", "\t\n"):
+        result = CliRunner().invoke(
+            cli, ["erase", "--db", f"sqlite:///{path}", "--run", "old-1", "--reason", reason]
+        )
+        assert result.exit_code == 1 and result.stderr.count("\n") == 1
+        assert "reason is required" in result.stderr
