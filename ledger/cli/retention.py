@@ -155,12 +155,17 @@ def retention_set(
             param_hint="--policy-key",
         )
     with _retention(db, write=True) as r:
+        before = r.policy()
         state = r.set_policy(keep=keep, floor=floor, keys=keys, signer=signer, reason=reason, by=by)
     if as_json:
         emit_json(state.to_dict())
         return
     p = state.policy.to_dict()
-    click.echo(f"retention policy v{state.version}: keep {p['keep']}, floor {p['floor']}")
+    same = before is not None and before.version == state.version
+    click.echo(
+        f"retention policy v{state.version}: keep {p['keep']}, floor {p['floor']}"
+        + (" (unchanged: nothing recorded)" if same else "")
+    )
 
 
 @retention.command("show", short_help="The policy in force and its history.")

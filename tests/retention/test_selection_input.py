@@ -61,3 +61,16 @@ def test_an_empty_erase_reason_is_one_line_and_exit_1(tmp_path: Path) -> None:
         )
         assert result.exit_code == 1 and result.stderr.count("\n") == 1
         assert "reason is required" in result.stderr
+
+
+def test_setting_the_same_policy_again_says_nothing_was_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(run_events("old-1", OLD))
+    args = ["retention", "set", "--db", f"sqlite:///{path}", "--keep", "400d", "--reason", "v1"]
+    first = CliRunner().invoke(cli, args)
+    again = CliRunner().invoke(cli, args)
+    assert first.exit_code == again.exit_code == 0
+    assert "unchanged" not in first.stdout and "unchanged: nothing recorded" in again.stdout
+    with SQLiteSink(path) as sink:
+        assert len(Retention(sink).policies()) == 1
