@@ -71,7 +71,15 @@ def vacuum(sink: Any) -> VacuumOutcome:
         try:
             driver: Any = raw.driver_connection
             driver.execute("VACUUM")
-            driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            busy = driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy is not None and busy[0]:
+                log.warning(
+                    "vacuum of %s: another connection is reading the ledger, so the "
+                    "write-ahead log (which holds the vacuumed copy) could not be "
+                    "truncated and the files are larger for now; run `ledger db vacuum` "
+                    "again when the ledger is idle",
+                    path,
+                )
         except Exception as exc:  # sqlite3.OperationalError: locked by a reader, say
             raise StorageError(f"VACUUM of {path} failed: {exc}; retry when it is idle") from exc
         finally:
