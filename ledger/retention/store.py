@@ -273,7 +273,11 @@ class _Txn:
 
 
 class Retention:
-    """Retention, holds and erasure over a SQL sink (``SQLiteSink`` or ``PostgresSink``)."""
+    """Retention, holds and erasure over a SQL sink (``SQLiteSink`` or ``PostgresSink``).
+
+    ``clock`` gives "now" (the time of the records, the floor's cutoff); it is never
+    taken later than the wall clock, so no clock lets an erasure into the floor.
+    """
 
     def __init__(self, sink: Any, *, clock: Callable[[], datetime] = utc_now) -> None:
         if not hasattr(sink, "_tree_writing") or not hasattr(sink, "_trees"):
@@ -299,7 +303,9 @@ class Retention:
         return reading
 
     def _now(self) -> datetime:
-        return self._clock().astimezone(UTC)
+        # a clock ahead of the real one would move the floor's cutoff forward and let a
+        # caller erase what the floor protects: never later than the wall clock
+        return min(self._clock().astimezone(UTC), utc_now())
 
     def _append(self, txn: _Txn, events: list[Event]) -> None:
         """Append ``events`` to the log inside ``txn``: rows numbered from the head's

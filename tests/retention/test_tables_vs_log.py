@@ -164,3 +164,15 @@ def test_a_signer_key_given_as_a_policy_key_is_named_and_not_stored(tmp_path: Pa
         assert result.exit_code == 2 and "signer (private) key" in result.stderr
         assert signer not in result.output
     assert b"PRIVATE+KEY" not in path.read_bytes()
+
+
+def test_a_clock_ahead_of_the_wall_clock_does_not_move_the_floor(ledger_db: Ledger) -> None:
+    _, sink, _ = _prepared(ledger_db)
+    ahead = Retention(sink, clock=lambda: datetime(2100, 1, 1, tzinfo=UTC))
+    before = _rows(ledger_db)
+    with pytest.raises(RetentionError, match="inside the retention floor"):
+        ahead.erase(Selection.of_run("young"), reason="time travel")
+    assert _rows(ledger_db) == before
+    behind = Retention(sink, clock=lambda: datetime.now(UTC) - timedelta(days=3650))
+    with pytest.raises(RetentionError, match="inside the retention floor"):
+        behind.erase(Selection.of_run("young"), reason="a stricter floor is fine")
