@@ -291,6 +291,7 @@ class Retention:
         self._trees: TreeTables = sink._trees
         self._t = retention_tables(self._schema)
         self._clock = clock
+        self._logged_queries: dict[tuple[str, ...], Any] = {}
 
     # --- plumbing ---------------------------------------------------------------
 
@@ -351,16 +352,21 @@ class Retention:
     def _logged(self, conn: sa.Connection, tools: Sequence[str]) -> list[tuple[str, str, Any]]:
         """(event id, tool, args) of the retention records of ``tools`` in the log, in
         log order: the proof the retention tables are an index of."""
-        t = self._events
-        rows = conn.execute(
-            sa.select(t.c.event_id, t.c.tool, t.c.event_json, sa.func.substr(t.c.nodes, 1, 32))
-            .where(
-                t.c.tool.in_(list(tools)),
-                t.c.kind == "action",
-                sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX,
+        key = tuple(tools)
+        query = self._logged_queries.get(key)
+        if query is None:  # built once: constructing it costs more than running it
+            t = self._events
+            query = (
+                sa.select(t.c.event_id, t.c.tool, t.c.event_json, sa.func.substr(t.c.nodes, 1, 32))
+                .where(
+                    t.c.tool.in_(list(key)),
+                    t.c.kind == "action",
+                    sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX,
+                )
+                .order_by(t.c.seq)
             )
-            .order_by(t.c.seq)
-        ).all()
+            self._logged_queries[key] = query
+        rows = conn.execute(query).all()
         out = []
         for event_id, tool, text, leaf in rows:
             if leaf is None or leaf_hash(str(text).encode("utf-8")) != bytes(leaf):
