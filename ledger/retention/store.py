@@ -356,11 +356,18 @@ class Retention:
         query = self._logged_queries.get(key)
         if query is None:  # built once: constructing it costs more than running it
             t = self._events
+            # no "kind = 'action'" in the WHERE: SQLite would then pick the kind index
+            # and walk every action of the ledger; the tool index finds the few rows
             query = (
-                sa.select(t.c.event_id, t.c.tool, t.c.event_json, sa.func.substr(t.c.nodes, 1, 32))
+                sa.select(
+                    t.c.event_id,
+                    t.c.tool,
+                    t.c.event_json,
+                    sa.func.substr(t.c.nodes, 1, 32),
+                    t.c.kind,
+                )
                 .where(
                     t.c.tool.in_(list(key)),
-                    t.c.kind == "action",
                     sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX,
                 )
                 .order_by(t.c.seq)
@@ -368,7 +375,9 @@ class Retention:
             self._logged_queries[key] = query
         rows = conn.execute(query).all()
         out = []
-        for event_id, tool, text, leaf in rows:
+        for event_id, tool, text, leaf, kind in rows:
+            if kind != "action":  # the record's tool_result carries the same tool
+                continue
             if leaf is None or leaf_hash(str(text).encode("utf-8")) != bytes(leaf):
                 raise _tampered(
                     f"retention record {event_id}: its stored bytes no longer match the leaf "
