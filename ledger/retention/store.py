@@ -421,6 +421,14 @@ class Retention:
             previous, last = policy, (event_id, record)
         if last is None and state is None:
             return None
+        if last is not None and state is None:
+            raise refuse(
+                f"the log holds retention policy records (the last: {last[0]}) but the "
+                "retention_policy table is empty: the tables were emptied outside the "
+                "ledger, or this ledger was made by `ledger db copy`, which does not carry "
+                "them yet; nothing can be erased here until they are restored (erase in "
+                "the original ledger)"
+            )
         if last is None or state is None:
             raise _tampered(
                 "the retention policy table and the policy records in the log disagree "
