@@ -62,6 +62,7 @@ from ledger.integrity.merkle import (
 )
 from ledger.integrity.note import NoteSigner, NoteVerifier, add_signature_lines, parse_signatures
 from ledger.integrity.verify import LeafRow
+from ledger.model.erasure import tombstone_of
 from ledger.sinks.rows import COLUMNS
 
 __all__ = [
@@ -366,7 +367,9 @@ class TreeReading:
         (default: the current head), read from at most ``2·log2(n)`` stored nodes.
 
         The leaf hash is recomputed from the event's stored bytes, so a proof of a
-        changed row fails to verify.
+        changed row fails to verify; for an erased event (a tombstone) it is the leaf
+        hash the tombstone keeps, which the tree holds (``ledger verify`` checks that an
+        erasure record vouches for it).
 
         >>> proof = sink.inclusion_proof(event.event_id)  # doctest: +SKIP
         >>> proof.verify(sink.tree_head().root)           # doctest: +SKIP
@@ -381,8 +384,10 @@ class TreeReading:
                 )
             found = fetch_nodes(conn, self._trees, inclusion_nodes(index, size))
         hashes = inclusion_path(index, size, NodeHashes(_lookup(found)))
+        stone = tombstone_of(data)
+        leaf = stone.leaf_hash if stone is not None else leaf_hash(data)
         return InclusionProof(
-            leaf_index=index, tree_size=size, leaf_hash=leaf_hash(data), hashes=tuple(hashes)
+            leaf_index=index, tree_size=size, leaf_hash=leaf, hashes=tuple(hashes)
         )
 
     def consistency_proof(self, old_size: int, new_size: int | None = None) -> tuple[bytes, ...]:

@@ -72,6 +72,10 @@ def test_erasing_a_run_keeps_the_log_verifiable_and_other_rows_byte_identical(
     assert record.tool == ERASE_TOOL and "GDPR" in record.reason
     assert not [a for a in sink.chain(record.run_id).anomalies]  # type: ignore[attr-defined]
     assert [e.record_id for e in r.erasures()] == [done.record_id]
+    # an erased event is still proven in the tree, by the leaf hash its tombstone keeps
+    root = sink.tree_head().root  # type: ignore[attr-defined]
+    for event_id in erased:
+        sink.inclusion_proof(event_id).verify(root)  # type: ignore[attr-defined]
 
 
 def test_field_level_erasure_keeps_the_rest_readable(ledger_db: Ledger) -> None:
