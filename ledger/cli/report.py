@@ -86,6 +86,9 @@ def print_summary(r: ComplianceReport, console: Console, *, details: bool = True
     console.print(
         f"[{lstyle if r.log_check is not None else 'yellow'}]{escape(r.log_statement())}[/]"
     )
+    if r.retention is not None:
+        for line in r.retention.lines():
+            console.print(escape(line))
     if not details:
         return
     _detail_tables(r, console)

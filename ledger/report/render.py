@@ -470,6 +470,9 @@ def _csv_rows(r: ReportView) -> Iterable[list[object]]:
     yield ["summary", "", "", "", "", r.counts.unsafe_without_intent, r.unsafe_statement()]
     yield ["hash_check", "", "", "", "", r.hash_check.checked, r.hash_check.summary()]
     yield ["log_check", "", "", "", "", "", r.log_statement()]
+    section = getattr(r, "retention", None)
+    for line in [] if section is None else section.lines():
+        yield ["retention", "", "", "", "", "", line]
     for run in r.runs:
         yield ["run", run.run_id, "", "", time_text(run.first_time), run.actions, run_outcome(run)]
     for t in r.tools:

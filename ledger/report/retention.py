@@ -47,6 +47,39 @@ class RetentionSection:
             "erased_events": sum(e.events for e in self.erasures),
         }
 
+    def lines(self) -> list[str]:
+        """The section as plain lines (the text and CSV reports).
+
+        >>> RetentionSection(policy=None, changes=(), holds=(), erasures=()).lines()[0]
+        'retention policy: none set (nothing may be erased)'
+        """
+        if self.policy is None:
+            out = ["retention policy: none set (nothing may be erased)"]
+        else:
+            p = self.policy.policy.to_dict()
+            out = [
+                f"retention policy: keep {p['keep']}, floor {p['floor']} (version "
+                f"{self.policy.version}, set {format_time(self.policy.set_at)} by "
+                f"{self.policy.set_by}: {self.policy.reason})"
+            ]
+        out += [
+            f"policy change v{c.version} {format_time(c.set_at)} by {c.set_by}: keep "
+            f"{c.policy.to_dict()['keep']}, floor {c.policy.to_dict()['floor']}"
+            f"{', signed by ' + c.signed_by if c.signed_by else ''}: {c.reason}"
+            for c in self.changes
+        ] or ["no policy change in the window"]
+        out += [
+            f"legal hold {h.hold_id} {h.describe()}: {h.reason} "
+            f"({'standing' if h.active else 'released ' + _t(h.released)})"
+            for h in self.holds
+        ] or ["no legal hold"]
+        out += [
+            f"erasure {e.record_id} {format_time(e.at)} by {e.by}: {_selection(e.selection)}, "
+            f"{e.events} event(s), fields {', '.join(e.fields)}: {e.reason}"
+            for e in self.erasures
+        ] or ["no erasure in the window"]
+        return out
+
     def to_html(self) -> str:
         """The section of the HTML page."""
         if self.policy is None:
@@ -130,8 +163,9 @@ def retention_section(
     except LedgerError as exc:  # a ledger without the retention tables, say
         log.debug("the report has no retention section: %s", exc)
         return None
+    in_force = [p for p in history if until is None or p.set_at < until]
     return RetentionSection(
-        policy=history[-1] if history else None,
+        policy=in_force[-1] if in_force else None,  # as it stood at the window's end
         changes=tuple(p for p in history if _in(p.set_at, since, until)),
         holds=tuple(holds),
         erasures=tuple(erasures),

@@ -255,9 +255,19 @@ def test_the_compliance_report_shows_policy_holds_and_erasures_and_stays_complia
     page = report.to_html()
     assert "Retention, legal holds and erasures" in page and "GDPR Art. 17 request 42" in page
     assert "alice" not in page
-    # a window before the erasure shows none
+    # the text and CSV forms carry the section too
+    from ledger.report.render import render_csv
+
+    lines = report.retention.lines() if report.retention else []
+    assert any("keep 400d, floor 180d" in x for x in lines)
+    assert any(hold.hold_id in x and "litigation 2026-044" in x for x in lines)
+    assert any(done.record_id in x and "GDPR Art. 17 request 42" in x for x in lines)
+    csv_text = render_csv(report)
+    assert "retention," in csv_text and "GDPR Art. 17 request 42" in csv_text
+    # a window before the erasure shows none, and the policy as it stood then: none yet
     early = build_report(sink, until=datetime(2025, 6, 1, tzinfo=UTC))  # type: ignore[arg-type]
     assert early.to_dict()["retention"]["erasures"] == []
+    assert early.to_dict()["retention"]["policy"] is None
 
 
 def test_vacuum_reclaims_space_and_keeps_every_row_and_the_tree(ledger_db: Ledger) -> None:
