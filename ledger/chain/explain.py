@@ -33,7 +33,7 @@ from ledger.model.event import Event
 from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time, format_time_us
 
-__all__ = ["Explanation", "clip"]
+__all__ = ["Explanation", "clip", "erased_parts"]
 
 _CLIP = 200
 _INDENT = " " * 12  # under the values: "  reason:   "
@@ -44,6 +44,24 @@ def clip(text: str | None, limit: int = _CLIP) -> str:
     (``None`` reads as empty): how every listing of a chain shortens a value."""
     text = text or ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def erased_parts(
+    intent: Event, result: Event | None, request: Event | None = None
+) -> dict[str, Any]:
+    """``{"erased": {"intent": {...}, "result": {...}, "request": {...}}}`` for the parts
+    that were erased (the fields removed and why), else nothing: a machine reader tells
+    an erased part from a missing one.
+
+    >>> erased_parts(Event(kind="action", run_id="r", call_id="c"), None)
+    {}
+    """
+    parts = {
+        name: e.erased.to_dict()
+        for name, e in (("intent", intent), ("result", result), ("request", request))
+        if e is not None and e.erased is not None
+    }
+    return {"erased": parts} if parts else {}
 
 
 def _field(label: str, text: str, width: int | None) -> list[str]:
@@ -130,7 +148,13 @@ class Explanation:
                 else None
             ),
             "anomalies": [str(a) for a in self.anomalies],
+            **erased_parts(intent, result, self.request),
         }
+
+    def _evidence_lines(self) -> list[str]:
+        request_id = str(self.request.event_id) if self.request is not None else ""
+        lines = [_ref_line(r, request_id) for r in self.evidence]
+        return lines or [erased_text(self.action.intent, "refs") or "(none)"]
 
     def _outcome(self) -> str:
         result, outcome = self.action.result, self.action.outcome
@@ -141,8 +165,8 @@ class Explanation:
         ms = result.duration_ms  # 0: not measured (a measured one is at least 1 ms)
         timing = f" in {ms} ms" if ms else " (no duration recorded)"
         if outcome == "failed":
-            return f"failed{timing}: {clip(result.err)}"
-        return f"succeeded{timing}: {clip(result.result or '')}"
+            return f"failed{timing}: {erased_text(result, 'err') or clip(result.err)}"
+        return f"succeeded{timing}: {erased_text(result, 'result') or clip(result.result or '')}"
 
     def _request_text(self) -> str:
         req = self.request
@@ -178,8 +202,7 @@ class Explanation:
             )
         if intent.principal:
             lines += _field("for", intent.principal, width)
-        request_id = str(self.request.event_id) if self.request is not None else ""
-        evidence = [_ref_line(r, request_id) for r in self.evidence] or ["(none)"]
+        evidence = self._evidence_lines()
         lines.append(f"  evidence: {evidence[0]}")
         lines.extend(f"{_INDENT}{line}" for line in evidence[1:])
         if self.request is None:

@@ -25,7 +25,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ledger.chain.explain import clip
+from ledger.chain.explain import clip, erased_parts
 from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
 from ledger.model.erasure import erased_text
@@ -113,19 +113,8 @@ def action_dict(a: Action, decision: Event | None = None) -> dict[str, Any]:
         "time": format_time_us(intent.time),
         "intent_event_id": str(intent.event_id),
         "result_event_id": str(result.event_id) if result else None,
-        **_erased_parts(intent, result),
+        **erased_parts(intent, result),
     }
-
-
-def _erased_parts(intent: Event, result: Event | None) -> dict[str, Any]:
-    """``{"erased": {"intent": {...}, "result": {...}}}`` when a part was erased (the
-    fields removed and why), else nothing: an erased part is never shown as missing."""
-    parts = {
-        name: e.erased.to_dict()
-        for name, e in (("intent", intent), ("result", result))
-        if e is not None and e.erased is not None
-    }
-    return {"erased": parts} if parts else {}
 
 
 def _approval(approval: Approval | None) -> dict[str, str] | None:

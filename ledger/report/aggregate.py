@@ -113,6 +113,10 @@ def _fact(row: Any, obj: dict[str, Any], actors: _Actors) -> Fact:
     if kind is Kind.ACTION and (listed := get("refs")):
         refs = tuple(FactRef(_text(r.get("source", "")), _text(r.get("id", ""))) for r in listed)
     approval = get("approval")
+    reason = _text(get("reason", ""))
+    gone = get("erased")  # a tombstone: its reason shown as erased, never as missing
+    if type(gone) is dict and "reason" in (gone.get("fields") or ()):
+        reason = f"[erased: {_text(gone.get('reason', ''))}]"
     return Fact(
         kind,
         row[1],
@@ -121,7 +125,7 @@ def _fact(row: Any, obj: dict[str, Any], actors: _Actors) -> Fact:
         row[_TOOL],
         None if verdict is None else _VERDICTS[verdict],
         from_micros(row[_TIME]),
-        _text(get("reason", "")),
+        reason,
         _text(get("err", "")),
         _text(get("label", "")),
         _text(get("agent_path", "")),

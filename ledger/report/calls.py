@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
 from ledger.errors import CorruptRecord
+from ledger.model.erasure import erased_text
 from ledger.model.event import Event
 from ledger.model.values import Actor, Approval, Kind, Verdict, outside_any_run
 from ledger.report.hashes import each_event
@@ -113,6 +114,12 @@ class Fact(NamedTuple):
     @property
     def principal(self) -> str:
         return self.actor.principal if self.actor is not None else ""
+
+
+def _reason(e: Record) -> str:
+    """A denial's reason as the report shows it: erased, recorded, or said to be absent."""
+    erased = erased_text(e, "reason") if isinstance(e, Event) else ""
+    return erased or e.reason or "(no reason recorded)"
 
 
 class _Intent(NamedTuple):
@@ -267,7 +274,7 @@ class CallPass:
 
     def _action(self, e: Record) -> None:
         if outside_any_run(e.run_id):
-            detail = f"a call outside any run was denied: {e.reason or '(no reason recorded)'}"
+            detail = f"a call outside any run was denied: {_reason(e)}"
             self.tally.outside.add(finding(e, detail))
             return
         stats = self.tool(e.tool)
@@ -289,7 +296,7 @@ class CallPass:
                 tool=e.tool,
                 time=e.time,
                 verdict=str(e.verdict) if e.verdict else "none",
-                reason=e.reason or "(no reason recorded)",
+                reason=_reason(e),
                 event_id=str(e.event_id),
             )
         )

@@ -280,3 +280,25 @@ def test_vacuum_reclaims_space_and_keeps_every_row_and_the_tree(ledger_db: Ledge
     assert outcome.rows == len(before) and outcome.size_after > 0
     assert _rows(ledger_db) == before and sink.tree_head() == head  # type: ignore[attr-defined]
     _verified(sink)
+
+
+def test_why_and_the_report_show_erased_parts_as_erased(ledger_db: Ledger) -> None:
+    """After a whole-run erasure: ``why`` shows each erased part as erased (text and
+    JSON, never empty or "(none)"), and the report's denials say the reason was erased."""
+    from ledger.report.build import build_report
+
+    sink, r = _setup(ledger_db)
+    r.erase(Selection.of_run("old-1"), reason="GDPR Art. 17 request 42", by="dpo")
+    chain = sink.chain("old-1")  # type: ignore[attr-defined]
+    done = chain.why(chain.actions[0].call_id)
+    text = done.render()
+    for label in ("reason:", "args:", "outcome:", "evidence:", "request:"):
+        line = next(x for x in text.splitlines() if x.strip().startswith(label))
+        assert "[erased: GDPR Art. 17 request 42]" in line, line
+    found = done.to_dict()
+    assert set(found["erased"]) == {"intent", "result", "request"}
+    assert found["erased"]["intent"]["reason"] == "GDPR Art. 17 request 42"
+    denied = build_report(sink).denials  # type: ignore[arg-type]
+    assert [d.reason for d in denied if d.run_id == "old-1"] == [
+        "[erased: GDPR Art. 17 request 42]"
+    ]
