@@ -502,3 +502,22 @@ def test_an_erased_field_shows_its_erasure(tmp_path: Path) -> None:
         page = fetch(v, "/run", {"id": "r-e"})
         assert page.status == 200, page.text[:300]
         assert "erased: GDPR &lt;request&gt; 42" in page.text
+
+
+def test_the_why_page_of_an_erased_call_shows_each_part_as_erased(tmp_path: Path) -> None:
+    from ledger.retention import Retention, Selection
+    from ledger.sinks import SQLiteSink
+    from tests.retention.conftest import OLD, run_events
+
+    path = tmp_path / "erased.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(run_events("old-1", OLD))
+        r = Retention(sink)
+        r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+        r.erase(Selection.of_run("old-1"), reason="GDPR Art. 17 request 42", by="dpo")
+        call = sink.chain("old-1").actions[0].call_id
+    with serve("sqlite:///" + str(path)) as v:
+        page = fetch(v, "/why", {"run": "old-1", "call": call})
+    assert page.status == 200
+    assert page.text.count("[erased: GDPR Art. 17 request 42]") >= 5  # reason, args, result...
+    assert "(none recorded)" not in page.text and "alice" not in page.text

@@ -12,6 +12,8 @@ import json
 
 from ledger.chain.explain import Explanation
 from ledger.ids import ulid_text
+from ledger.model.erasure import erased_text
+from ledger.model.event import Event
 from ledger.sinks.base import Reader
 from ledger.viewer.html import esc, href, link, value
 from ledger.viewer.identity import approval_of
@@ -35,11 +37,22 @@ def _outcome(x: Explanation) -> str:
     return f'<span class="badge b-{css}">{css}</span> {duration_text(result.duration_ms)}'
 
 
+def _erased(event: Event | None, *fields: str) -> str:
+    """The marker shown in place of an erased part ("" when not erased)."""
+    text = erased_text(event, *fields)
+    return f'<span class="muted">{esc(text)}</span>' if text else ""
+
+
 def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # type: ignore[type-arg]
     intent, result = x.action.intent, x.action.result
     rows: list[tuple[str, str]] = [
         ("verdict", verdict_badge(intent.verdict)),
-        ("reason", esc(intent.reason) or '<span class="muted">(none recorded)</span>'),
+        (
+            "reason",
+            _erased(intent, "reason")
+            or esc(intent.reason)
+            or '<span class="muted">(none recorded)</span>',
+        ),
     ]
     if x.decision is not None:
         d = x.decision
@@ -60,7 +73,8 @@ def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # ty
     rows.append(
         (
             "args",
-            value(
+            _erased(intent, "args")
+            or value(
                 intent.args,
                 limit=600,
                 whole=href("/value", event=ulid_text(intent.event_id), field="args"),
@@ -74,7 +88,8 @@ def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # ty
         rows.append(
             (
                 "result",
-                value(
+                _erased(result, "result")
+                or value(
                     result.result,
                     limit=600,
                     whole=href("/value", event=ulid_text(result.event_id), field="result"),
@@ -83,7 +98,15 @@ def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # ty
         )
     request_id = ulid_text(x.request.event_id) if x.request is not None else ""
     rows.append(
-        ("evidence", ref_list(x.evidence, checks, request_id=request_id, empty="(none cited)"))
+        (
+            "evidence",
+            ref_list(
+                x.evidence,
+                checks,
+                request_id=request_id,
+                empty=erased_text(intent, "refs") or "(none cited)",
+            ),
+        )
     )
     if x.request is None:
         rows.append(
@@ -94,7 +117,7 @@ def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # ty
         rows.append(
             (
                 "request",
-                value(r.args or r.preview, limit=400)
+                (_erased(r, "args") or value(r.args or r.preview, limit=400))
                 + " "
                 + link(href("/event", id=request_id), request_id, css="mono small")
                 + f' <span class="muted small">{when_text(r.time)}</span>',
@@ -108,7 +131,7 @@ def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # ty
     banner = (
         f'<div class="note {"bad" if denied else "ok"}" id="verdict">'
         f"<b>{esc(intent.tool or '?')}</b> was {'refused' if denied else 'allowed'}: "
-        f"{esc(intent.reason or 'no reason recorded')}</div>"
+        f"{esc(erased_text(intent, 'reason') or intent.reason or 'no reason recorded')}</div>"
     )
     json_link = link(
         href("/why", run=run_id, call=intent.call_id, format="json"), "as JSON", id_="why-json"
