@@ -63,12 +63,14 @@ def _counts_table(r: ComplianceReport) -> Table:
     table.add_row("window", _window(r))
     held = f"{_t(r.oldest_record)} to {_t(r.newest_record)}" if r.oldest_record else "none"
     table.add_row("records held", held)
+    counts = r.counts  # the listings hold the first 1,000 of each; these are whole
     ended = sum(x.ended for x in r.runs)
-    table.add_row("runs", f"{len(r.runs)} ({ended} ended, {len(r.runs) - ended} open)")
+    among = "" if len(r.runs) == counts.runs else f" of the first {len(r.runs)} listed"
+    table.add_row("runs", f"{counts.runs} ({ended} ended, {len(r.runs) - ended} open{among})")
     table.add_row("events", str(r.events))
     table.add_row("allowed actions", str(r.actions))
-    table.add_row("denials", str(len(r.denials)))
-    table.add_row("actions with no result", str(len(r.missing_results)))
+    table.add_row("denials", str(counts.denials))
+    table.add_row("actions with no result", str(counts.missing_results))
     return table
 
 

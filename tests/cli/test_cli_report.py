@@ -265,3 +265,26 @@ def test_calls_cut_by_the_window_edges_are_settled(odd_db: Path) -> None:
     assert {f.call_id for f in early_end.missing_results} == set()
     assert {f.call_id for f in early_end.unsafe_without_intent} == set()
     assert "r" not in {f.call_id for f in cut_read.unsafe_without_intent}
+
+
+def test_the_text_report_counts_past_its_capped_listings(tmp_path: Path) -> None:
+    """The report lists the first 1,000 denials; its summary counts all of them."""
+    from ledger.model import Verdict
+
+    path = tmp_path / "many.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(
+            Event(
+                kind=Kind.ACTION,
+                run_id=f"r{i // 10}",
+                call_id=f"c{i}",
+                tool="rm",
+                verdict=Verdict.DENIED,
+                reason="not allowed",
+            )
+            for i in range(1200)
+        )
+    result = invoke("report", "--db", sqlite_url(path))
+    assert result.exit_code in (0, 3), result.stderr
+    denials = next(x for x in result.stdout.splitlines() if x.strip().startswith("│ denials"))
+    assert "1200" in denials, denials
