@@ -261,6 +261,7 @@ def test_the_compliance_report_shows_policy_holds_and_erasures_and_stays_complia
     lines = report.retention.lines() if report.retention else []
     assert any("keep 400d, floor 180d" in x for x in lines)
     assert any(hold.hold_id in x and "litigation 2026-044" in x for x in lines)
+    assert done.record_id is not None
     assert any(done.record_id in x and "GDPR Art. 17 request 42" in x for x in lines)
     csv_text = render_csv(report)
     assert "retention," in csv_text and "GDPR Art. 17 request 42" in csv_text
