@@ -71,6 +71,7 @@ __all__ = [
     "LeafRow",
     "LeafSource",
     "VerifyResult",
+    "coverage_findings",
     "verify_ledger",
 ]
 
@@ -520,24 +521,7 @@ def verify_ledger(
     if suspicious or scan.row_findings:
         _localize(source, findings)
     if not any(f.severity == "error" for f in findings):
-        covered = max(verified, default=0)
-        if not verified and n:
-            findings.append(
-                Finding(
-                    kind=FindingKind.NO_CHECKPOINT,
-                    message=f"no checkpoint covers the ledger: its {n} rows are consistent "
-                    "with the stored tree but nothing signed them; run `ledger checkpoint`",
-                )
-            )
-        elif covered < n:
-            findings.append(
-                Finding(
-                    kind=FindingKind.UNCOVERED,
-                    message=f"rows at leaf indexes {covered}..{n - 1} ({n - covered}) are "
-                    "not yet covered by any checkpoint",
-                    leaf_index=covered,
-                )
-            )
+        findings.extend(coverage_findings(n, verified))
     return VerifyResult(
         origin=log_origin,
         size=n,
@@ -578,6 +562,34 @@ def _check_stored_roots(
         )
         return True
     return False
+
+
+def coverage_findings(size: int, verified: Sequence[int]) -> list[Finding]:
+    """The warnings on what the verified checkpoints (their sizes, ``verified``) leave
+    uncovered of a log of ``size`` leaves: nothing signed yet, or rows after the last.
+
+    >>> [f.kind.value for f in coverage_findings(5, [3])]
+    ['uncovered']
+    """
+    covered = max(verified, default=0)
+    if not verified and size:
+        return [
+            Finding(
+                kind=FindingKind.NO_CHECKPOINT,
+                message=f"no checkpoint covers the ledger: its {size} rows are consistent "
+                "with the stored tree but nothing signed them; run `ledger checkpoint`",
+            )
+        ]
+    if covered < size:
+        return [
+            Finding(
+                kind=FindingKind.UNCOVERED,
+                message=f"rows at leaf indexes {covered}..{size - 1} ({size - covered}) are "
+                "not yet covered by any checkpoint",
+                leaf_index=covered,
+            )
+        ]
+    return []
 
 
 def _distinct_heads(kept: list[_Valid], findings: list[Finding]) -> dict[int, Checkpoint]:

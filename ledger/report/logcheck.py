@@ -43,7 +43,11 @@ from ledger.integrity.merkle import (
     verify_consistency,
 )
 from ledger.integrity.note import parse_signatures
-from ledger.integrity.verify import Finding, FindingKind, VerifyResult, verify_ledger
+from ledger.integrity.verify import (
+    VerifyResult,
+    coverage_findings,
+    verify_ledger,
+)
 
 __all__ = ["LeafRange", "LogScope", "window_log_check"]
 
@@ -216,25 +220,7 @@ def window_log_check(
         return _full(reader, str(exc))
     if verified is None:
         return _full(reader, "a stored checkpoint does not check")
-    findings: list[Finding] = []
-    covered = max(verified, default=0)
-    if not verified and size:
-        findings.append(
-            Finding(
-                kind=FindingKind.NO_CHECKPOINT,
-                message=f"no checkpoint covers the ledger: its {size} rows are consistent "
-                "with the stored tree but nothing signed them; run `ledger checkpoint`",
-            )
-        )
-    elif covered < size:
-        findings.append(
-            Finding(
-                kind=FindingKind.UNCOVERED,
-                message=f"rows at leaf indexes {covered}..{size - 1} ({size - covered}) are "
-                "not yet covered by any checkpoint",
-                leaf_index=covered,
-            )
-        )
+    findings = coverage_findings(size, verified)
     scope = LogScope(
         rows=checked.expected - checked.start,
         first_leaf=checked.start if checked.expected > checked.start else None,
