@@ -44,7 +44,7 @@ from ledger.errors import CorruptRecord, ValidationError
 from ledger.integrity.merkle import Frontier
 from ledger.integrity.verify import LeafSource, VerifyResult, verify_stored
 from ledger.model.values import OUTSIDE_RUN_PREFIX, Actor, Approval, Kind, Verdict, outside_any_run
-from ledger.report.calls import CallPass, Fact, FactRef, Tally, listed_of, look_across
+from ledger.report.calls import CallPass, Fact, FactRef, Tally, look_across, tally_parts
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import HashTally, verify_row, with_unreadable
 from ledger.report.listing import MAX_LISTED
@@ -555,14 +555,6 @@ def report_in_database(
         until=until,
         events=0 if work is None else work.events,
         runs=runs,
-        tools=tuple(sorted(tally.tools.values(), key=lambda s: s.tool)),
-        denials=tally.denials.items(),
-        missing_results=tally.missing.items(),
-        unsafe_without_intent=tally.unsafe.items(),
-        approved=tally.approved.items(),
-        agents=tuple(sorted(tally.agents.values(), key=lambda w: w.who)),
-        principals=tuple(sorted(tally.principals.values(), key=lambda w: w.who)),
-        outside_runs=tally.outside.items(),
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
@@ -570,6 +562,5 @@ def report_in_database(
         timeline=_timeline(reader, where, work, since or first_t, until or last_t),
         log_check=log_check,
         log_scope=scope,
-        listed=listed_of(tally, run_total),
-        approval_groups=tally.approval_groups(),
+        **tally_parts(tally, run_total),
     )

@@ -60,7 +60,7 @@ from datetime import datetime
 
 from ledger.integrity.verify import verify_stored
 from ledger.model.values import outside_any_run
-from ledger.report.calls import CallPass, listed_of, look_across
+from ledger.report.calls import CallPass, look_across, tally_parts
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
 from ledger.report.listing import MAX_LISTED
@@ -146,19 +146,10 @@ def _streamed(
         until=until,
         events=state.events,
         runs=tuple(runs[:MAX_LISTED]),
-        tools=tuple(sorted(tally.tools.values(), key=lambda t: t.tool)),
-        denials=tally.denials.items(),
-        missing_results=tally.missing.items(),
-        unsafe_without_intent=tally.unsafe.items(),
-        approved=tally.approved.items(),
-        agents=tuple(sorted(tally.agents.values(), key=lambda w: w.who)),
-        principals=tuple(sorted(tally.principals.values(), key=lambda w: w.who)),
-        outside_runs=tally.outside.items(),
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
         hash_check=with_unreadable(check_hashes(reader, since=since, until=until), state.skipped),
         timeline=timeline,
-        listed=listed_of(tally, len(runs)),
-        approval_groups=tally.approval_groups(),
+        **tally_parts(tally, len(runs)),
     )

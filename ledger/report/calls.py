@@ -47,6 +47,7 @@ __all__ = [
     "Tally",
     "listed_of",
     "look_across",
+    "tally_parts",
 ]
 
 
@@ -201,6 +202,23 @@ def listed_of(tally: Tally, runs: int) -> Listed:
         approved=tally.approved.total,
         outside_runs=tally.outside.total,
     )
+
+
+def tally_parts(tally: Tally, runs: int) -> dict[str, Any]:
+    """The :class:`~ledger.report.document.ComplianceReport` fields a tally decides
+    (``runs`` the report's run count): what both builds of the report share."""
+    return {
+        "tools": tuple(sorted(tally.tools.values(), key=lambda t: t.tool)),
+        "denials": tally.denials.items(),
+        "missing_results": tally.missing.items(),
+        "unsafe_without_intent": tally.unsafe.items(),
+        "approved": tally.approved.items(),
+        "agents": tuple(sorted(tally.agents.values(), key=lambda w: w.who)),
+        "principals": tuple(sorted(tally.principals.values(), key=lambda w: w.who)),
+        "outside_runs": tally.outside.items(),
+        "listed": listed_of(tally, runs),
+        "approval_groups": tally.approval_groups(),
+    }
 
 
 @dataclass(slots=True)
