@@ -73,7 +73,7 @@ log = logging.getLogger(__name__)
 ENV_KEY = "LEDGER_PAYLOAD_KEY"
 """The environment variable naming the payload key file when ``payload_key`` is not given."""
 SCHEME = "aes-256-gcm/v1"
-FIELDS = ("args", "result")
+FIELDS = ("args", "result", "preview")  # preview: the gate's clip of args or result
 _ENVELOPE = '{"encrypted":"aes-256-gcm","nonce":"'
 _FILE_HEAD = "agentledger-payload-key v1 "
 _CACHE_SECONDS = 2.0  # how long a reader trusts a run key's state before reading it again
@@ -239,7 +239,7 @@ class Payloads:
         """``event`` with ``args`` and ``result`` replaced by their envelopes (the run's
         data key is made and stored first, once per run). ``PayloadKeyError`` without
         the operator's key, or for a run whose key an erasure destroyed."""
-        if event.args is None and event.result is None:
+        if not (event.args or event.result or event.preview):
             return event
         if self._wrapper is None:
             raise PayloadKeyError(
@@ -251,7 +251,7 @@ class Payloads:
         changes: dict[str, str] = {}
         for name in FIELDS:
             value = getattr(event, name)
-            if value is not None:
+            if value:  # None or "" stays as it is
                 changes[name] = self._encrypt(key, event, name, value)
         sealed: Event = event.replace(**changes)
         return sealed
@@ -425,7 +425,9 @@ def _shredded(event: Event, sealed: list[str], key: _Destroyed, stored: Any) -> 
         records=records,
         reason=key.reason,
     )
-    shown: Event = event.replace(**{n: None for n in sealed}, erased=erasure)
+    shown: Event = event.replace(
+        **{n: "" if n == "preview" else None for n in sealed}, erased=erasure
+    )
     return shown
 
 

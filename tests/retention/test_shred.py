@@ -362,3 +362,24 @@ def test_erasing_args_or_result_alone_is_refused_where_one_key_covers_both(
     chain = _open(ledger_db, key, reader=True).chain("old-1")
     assert "alice" in str(chain.actions[0].result.result if chain.actions[0].result else "")
     _ok(sink)
+
+
+def test_previews_are_sealed_with_the_payloads(ledger_db: Ledger, key: FileKeyWrapper) -> None:
+    """A preview is the gate's clip of the args or result it previews: in a shredding
+    ledger it is stored encrypted too, read back with the key, and erased with the run."""
+    from ledger.model import Event, Kind
+
+    sink = _open(ledger_db, key)
+    clip = "deploy key for staging: hunter2-preview"
+    sink.record(
+        Event(kind=Kind.TOOL_RESULT, run_id="p-1", call_id="c1", tool="read", time=OLD).replace(
+            result='"the whole file"', preview=clip
+        )
+    )
+    stored = _stored(ledger_db, "p-1")
+    assert not any(b"hunter2-preview" in d for d in stored.values())
+    (back,) = list(sink.events(run_id="p-1"))
+    assert back.preview == clip
+    blind = _open(ledger_db, reader=True)
+    (sealed,) = list(blind.events(run_id="p-1"))
+    assert "hunter2" not in sealed.preview and sealed.preview.startswith('{"encrypted"')
