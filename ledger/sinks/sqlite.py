@@ -91,6 +91,7 @@ _WRITER_BUSY_MS = 5
 _STATEMENT_ROWS = 2000  # rows per multi-row INSERT (24,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
 _UPDATE_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1"
+_MOVE_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size = ? AND root = ?"
 
 
 @functools.lru_cache(maxsize=64)
@@ -273,8 +274,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
 
         One ``BEGIN IMMEDIATE`` transaction (SQLite's writer lock: leaf indexes are
         drawn under it, so no two writers, threads or processes, can take one index):
-        the head is read, the rows go in as one multi-row ``INSERT`` numbered from the
-        head's size, each carrying the tree nodes it completes, then the new head. When
+        the head moves to the new one (:meth:`_begin_tree`), the rows go in as one
+        multi-row ``INSERT`` numbered from the old head's size, each carrying the tree
+        nodes it completes. When
         the insert fails on a duplicate id, each caller's rows are redone in a savepoint
         of the same transaction, so only the bad caller fails.
         """
@@ -284,11 +286,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         rows = [row for item in items for row in item]
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
-            frontier = self._frontier(conn)
-            after = frontier.copy()
+            frontier, after, numbered, written = self._begin_tree(conn, rows)
             errors: list[BaseException | None]
             try:
-                numbered = number_rows(after, rows)
                 if len(rows) == 1:
                     conn.execute(_INSERT, numbered[0])
                 elif len(rows) <= _STATEMENT_ROWS:
@@ -310,8 +310,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             if after.size == frontier.size:
                 conn.execute("ROLLBACK")
                 return errors
-            root = after.root()
-            conn.execute(_UPDATE_HEAD, (after.size, root))
+            root = after.root() if written is None or written[0] is not after else written[1]
+            if written is None or written[0] is not after:
+                conn.execute(_UPDATE_HEAD, (after.size, root))
             self._retry_busy(lambda: conn.execute("COMMIT"))
         except BaseException as exc:
             self._appender.forget()
@@ -321,6 +322,30 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             raise
         self._appender.committed(after, root)
         return errors
+
+    def _begin_tree(
+        self, conn: sqlite3.Connection, rows: list[Row]
+    ) -> tuple[Frontier, Frontier, list[Row], tuple[Frontier, bytes] | None]:
+        """Inside the write transaction: the committed tree, the tree after ``rows``,
+        the rows numbered, and the head already written ``(after, root)`` or None.
+
+        With the committed head cached (the common case), the head is moved from it to
+        the new one by one conditional ``UPDATE`` before anything else is written: no
+        read of the head first. When another writer moved it meanwhile, nothing matched
+        and the head is read and the range rebuilt, as without a cache."""
+        cached = self._appender.cached()
+        if cached is not None:
+            after = cached.copy()
+            numbered = number_rows(after, rows)
+            root = after.root()
+            moved = conn.execute(
+                _MOVE_HEAD, (after.size, root, cached.size, self._appender.root())
+            ).rowcount
+            if moved == 1:
+                return cached, after, numbered, (after, root)
+        frontier = self._frontier(conn)
+        after = frontier.copy()
+        return frontier, after, number_rows(after, rows), None
 
     def _frontier(self, conn: sqlite3.Connection) -> Frontier:
         """The compact range of the committed head, read inside the write transaction
