@@ -175,6 +175,6 @@ def test_a_redacted_run_id_near_the_limit_still_fits_with_its_suffix(pg: Postgre
     done: list[str] = []
     with Gate(pg, policy=AllowAll()).run("x", run_id=_random(2020) + " token=abc") as run:
         run.call("w", {}, lambda: done.append("w"))
-    assert done == ["w"] and "abc" not in run.run_id
+    assert done == ["w"] and "token=abc" not in run.run_id  # (the random part may hold "abc")
     assert key_limits(pg).problem(run.run_id) == ""
     assert len(pg.chain(run.run_id).actions) == 1
