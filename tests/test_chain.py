@@ -26,6 +26,7 @@ from ledger import (
     assemble_chain,
     content_hash,
 )
+from ledger.timefmt import format_time_us
 
 RUN = "run-1"
 
@@ -524,7 +525,7 @@ def test_explanation_to_dict_has_stable_keys_and_values() -> None:
         "request": {
             "event_id": str(req.event_id),
             "args": "tidy the notes",
-            "time": req.to_json().split('"time":"')[1].split('"')[0],
+            "time": format_time_us(req.time),  # the fixed-width machine form
         },
         "anomalies": [],
     }
