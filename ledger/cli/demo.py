@@ -192,7 +192,7 @@ def _open_for_writing(db: str) -> Any:
 
     parsed = parse_url(db)
     if parsed.path is None:
-        return open_sink(db)
+        return _with_payload_key(open_sink(db))
     path = parsed.path
     if path.is_dir():
         raise StorageError(f"{path} is a directory, not a ledger file (pass --db)")
@@ -210,7 +210,20 @@ def _open_for_writing(db: str) -> Any:
     wait = lock_timeout()
     if path.exists():
         _probe_write_lock(path, wait)
-    return SQLiteSink(path, busy_timeout=min(wait, 5.0), lock_wait=wait)
+    return _with_payload_key(SQLiteSink(path, busy_timeout=min(wait, 5.0), lock_wait=wait))
+
+
+def _with_payload_key(sink: Any) -> Any:
+    """``sink``, once a crypto-shredding ledger is known to have its payload key: without
+    it the run would be refused event by event (one clear error instead)."""
+    payloads = getattr(sink, "_payloads", None)
+    if payloads is not None:
+        try:
+            payloads.require_key()
+        except BaseException:
+            sink.close()
+            raise
+    return sink
 
 
 def _probe_write_lock(path: Path, wait: float) -> None:

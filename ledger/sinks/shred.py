@@ -241,12 +241,7 @@ class Payloads:
         the operator's key, or for a run whose key an erasure destroyed."""
         if not (event.args or event.result or event.preview):
             return event
-        if self._wrapper is None:
-            raise PayloadKeyError(
-                "this ledger stores args and result encrypted (crypto-shredding), and no "
-                f"payload key was given, so nothing was written: pass payload_key= or set "
-                f"${ENV_KEY} to the key file (key id {self.key_id})"
-            )
+        self.require_key()
         key = self._writable_key(event.run_id)
         changes: dict[str, str] = {}
         for name in FIELDS:
@@ -255,6 +250,16 @@ class Payloads:
                 changes[name] = self._encrypt(key, event, name, value)
         sealed: Event = event.replace(**changes)
         return sealed
+
+    def require_key(self) -> None:
+        """``PayloadKeyError`` unless the operator's key was given: what a writer checks
+        before its first payload (or, like ``ledger demo``, before it starts a run)."""
+        if self._wrapper is None:
+            raise PayloadKeyError(
+                "this ledger stores args and result encrypted (crypto-shredding), and no "
+                f"payload key was given, so nothing was written: pass payload_key= or set "
+                f"${ENV_KEY} to the key file (key id {self.key_id})"
+            )
 
     def _encrypt(self, key: AESGCM, event: Event, name: str, text: str) -> str:
         nonce = os.urandom(12)

@@ -383,3 +383,20 @@ def test_previews_are_sealed_with_the_payloads(ledger_db: Ledger, key: FileKeyWr
     blind = _open(ledger_db, reader=True)
     (sealed,) = list(blind.events(run_id="p-1"))
     assert "hunter2" not in sealed.preview and sealed.preview.startswith('{"encrypted"')
+
+
+def test_the_demo_on_a_shredding_ledger_without_the_key_is_one_error_line(
+    tmp_path: Path, key: FileKeyWrapper
+) -> None:
+    from click.testing import CliRunner
+
+    from ledger.cli import cli
+
+    path = tmp_path / "shredded.db"
+    SQLiteSink(path, payload_key=key).close()  # created in shredding mode
+    result = CliRunner().invoke(cli, ["demo", "--db", f"sqlite:///{path}"])
+    assert result.exit_code == 1
+    assert result.output.count("ledger: error:") == 1 and "payload key" in result.output
+    reader = SQLiteSink(path, migrate=False)
+    assert list(reader.events()) == []  # nothing half-recorded
+    reader.close()
