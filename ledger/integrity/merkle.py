@@ -653,15 +653,7 @@ class Frontier:
         """Add the next leaf without reporting new nodes (what :func:`root_hash` uses)."""
         if len(leaf_hash) != HASH_SIZE:
             raise ValidationError(f"a leaf hash is {HASH_SIZE} bytes, not {len(leaf_hash)}")
-        levels, hashes = self._levels, self._hashes
-        h, level = leaf_hash, 0
-        while levels and levels[-1] == level:
-            levels.pop()
-            h = _sha256(_NODE + hashes.pop() + h).digest()
-            level += 1
-        levels.append(level)
-        hashes.append(h)
-        self._size += 1
+        self.append_owned(leaf_hash)
 
     def extend(self, leaf_hashes: Iterable[bytes]) -> None:
         """Add many leaves (as :meth:`push` each, in one tight loop; no check of the
