@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from ulid import ULID
 
 from ledger.canonical import canonical_bytes
-from ledger.errors import StorageError, ValidationError
+from ledger.errors import ValidationError
 from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64decode, b64encode
 from ledger.integrity.merkle import leaf_hash
@@ -68,7 +68,7 @@ from ledger.retention.rules import (
 from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
-from ledger.sinks.tree import TreeAppender, TreeTables, fetch_nodes, owned_nodes
+from ledger.sinks.tree import TreeTables, owned_nodes
 from ledger.timefmt import format_time, utc_now
 
 __all__ = [
@@ -312,16 +312,7 @@ class Retention:
         """Append ``events`` to the log inside ``txn``: rows numbered from the head's
         size, each with the tree nodes it completes, then the new head."""
         conn = txn.conn
-        h = self._trees.head
-        head = conn.execute(sa.select(h.c.size, h.c.root).where(h.c.id == 1)).first()
-        if head is None:
-            raise StorageError(
-                "the ledger has no tree head (deleted outside the ledger); nothing was "
-                "changed. Run `ledger verify`"
-            )
-        frontier = TreeAppender().begin(
-            int(head[0]), bytes(head[1]), lambda keys: fetch_nodes(conn, self._trees, keys)
-        )
+        frontier = self._sink._tree_frontier(conn)
         if conn.dialect.name == "postgresql":  # commit order for tailing readers
             conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": self._sink._key})
         start = frontier.size
@@ -330,7 +321,7 @@ class Retention:
         for i, (row, nodes) in enumerate(zip(rows, owned, strict=True)):
             row["leaf_index"], row["nodes"] = start + i, nodes
         conn.execute(self._events.insert(), rows)
-        conn.execute(h.update().where(h.c.id == 1).values(size=frontier.size, root=frontier.root()))
+        self._sink._tree_moved(conn, frontier)
 
     def policy(self) -> PolicyState | None:
         """The policy in force, or None when none was ever set."""

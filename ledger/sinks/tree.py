@@ -313,6 +313,18 @@ class TreeReading:
         size, root = head_values(row[1], row[2])
         return str(row[0]), size, root
 
+    def _tree_frontier(self, conn: sa.Connection) -> Frontier:
+        """Inside a write transaction (:meth:`_tree_writing`): the compact range of the
+        committed tree, rebuilt from the stored nodes and checked against the head."""
+        _, size, root = self._head_row(conn)
+        return TreeAppender().begin(size, root, lambda keys: fetch_nodes(conn, self._trees, keys))
+
+    def _tree_moved(self, conn: sa.Connection, after: Frontier) -> None:
+        """Inside that transaction, after rows numbered from :meth:`_tree_frontier` were
+        inserted: store the new head."""
+        h = self._trees.head
+        conn.execute(h.update().where(h.c.id == 1).values(size=after.size, root=after.root()))
+
     @property
     def origin(self) -> str:
         """The log identity (``agentledger/<ULID>``), fixed when the ledger was created.
