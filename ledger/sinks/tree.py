@@ -132,10 +132,10 @@ def number_rows(frontier: Frontier, rows: Sequence[tuple[Any, ...]]) -> list[tup
     """``rows`` (:data:`~ledger.sinks.rows.COLUMNS` order) appended to ``frontier`` as
     leaves, each followed by its leaf index and the nodes it completes (the
     ``leaf_index`` and ``nodes`` columns), ready to insert."""
-    start = frontier.size
-    owned = owned_nodes(frontier, (row[_JSON].encode("utf-8") for row in rows))
+    start, own = frontier.size, frontier.append_owned
+    # one pass, no generator between: this runs on every commit's path
     return [
-        (*row, start + i, nodes) for i, (row, nodes) in enumerate(zip(rows, owned, strict=True))
+        (*row, start + i, own(leaf_hash(row[_JSON].encode("utf-8")))) for i, row in enumerate(rows)
     ]
 
 
