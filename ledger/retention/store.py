@@ -1053,8 +1053,15 @@ class Retention:
                     f"events row seq={bad[0]} has no leaf index (inserted outside the "
                     "ledger); run `ledger verify`"
                 )
-            updates: list[tuple[str, str | None, bool, int]] = []
-            for seq, event_id, index, run_id, time_us, leaf, raw in rows:
+            fast = None if each is not None or dry_run else _fast_page(rows, maker, guard)
+            if fast is not None:  # every row of the page checked, none erased before
+                updates, leaves, tombs = fast
+                erased += len(updates)
+                note(leaves)
+                vouch(tombs)
+            else:
+                updates = []
+            for seq, event_id, index, run_id, time_us, leaf, raw in rows if fast is None else ():
                 if time_us >= cutoff or (check_holds and guard.holds(run_id, time_us)):
                     raise _Violation
                 data = raw if type(raw) is bytes else str(raw).encode("utf-8")
@@ -1109,6 +1116,42 @@ class Retention:
             if len(rows) < PAGE:
                 break
         return erased, already, digest.hexdigest(), stones.hexdigest()
+
+
+_Update = tuple[str, str | None, bool, int]  # tombstone, content hash, has_err, seq
+
+
+def _fast_page(
+    rows: Sequence[Any], maker: TombstoneMaker, guard: _Guard
+) -> tuple[list[_Update], bytes, bytes] | None:
+    """The tombstones of a page of scanned rows (``_scan``'s columns) when every row is
+    an ordinary event that may be erased: outside the floor, under no hold, its bytes
+    its stored leaf, not erased before. Returns the updates and what the two digests
+    take of the page, or None (nothing done) when a row is not such: the page then
+    takes the row-by-row path of ``_tombstones``, which says what is wrong with it.
+    The same results as that path, without a Python call per row but the hashes."""
+    seqs, _ids, indexes, runs, times, leaves, raws = zip(*rows, strict=True)
+    if max(times) >= guard.cutoff or (guard.active and any(map(guard.holds, runs, times))):
+        return None
+    if type(raws[0]) is not bytes:  # PostgreSQL gives text
+        raws = tuple(str(r).encode("utf-8") for r in raws)
+    if type(leaves[0]) is not bytes:
+        leaves = tuple(x if x is None or type(x) is bytes else bytes(x) for x in leaves)
+    sha256 = hashlib.sha256
+    # equal lists of leaf hashes: every stored leaf is 32 bytes, none is None
+    if _MARK in b"".join(raws) or list(map(leaf_hash, raws)) != list(leaves):
+        return None
+    keys = [i.to_bytes(8, "big") for i in indexes]
+    made = maker.make_page(raws, leaves)
+    updates = [
+        (tomb, content_hash(tomb) if chash is None else chash, has_err, seq)
+        for (tomb, chash, has_err), seq in zip(made, seqs, strict=True)
+    ]
+    noted = b"".join([k + leaf for k, leaf in zip(keys, leaves, strict=True)])
+    vouched = b"".join(
+        [k + sha256(t[0].encode("utf-8")).digest() for k, t in zip(keys, made, strict=True)]
+    )
+    return updates, noted, vouched
 
 
 class _Violation(Exception):

@@ -19,11 +19,15 @@ integer, and a stored row without a backslash holds no string that JSON or RFC 8
 would escape, so each value is written as it was read. Anything else (a field-level
 erasure, an earlier tombstone, an escape, an unexpected member or type) takes
 ``erase_stored``.
+
+:meth:`TombstoneMaker.make_page` does the same for a page of rows at once (one
+``orjson.loads`` of the page, positional format strings, no call per row): what an
+erasure of a run spends in Python is then a few microseconds a row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from hashlib import sha256
 from operator import itemgetter
 from typing import Any
@@ -40,12 +44,26 @@ _KEPT = frozenset(KEPT_FIELDS)
 _INT_FIELDS = frozenset(("duration_ms",))
 _MARK = b'"erased":{'
 _Plan = tuple[Any, tuple[type, ...], int, str, str]  # getter, types, int slot, text, canon
+# the page form of a plan: getter, types (the leaf's last), int slot, text, canon, the
+# canon's order of the values (text order, the leaf hash last)
+_PagePlan = tuple[Any, tuple[type, ...], int, str, str, Any]
+Made = tuple[str, str | None, bool]  # tombstone JSON, content hash or None, has_err
 
 
 class TombstoneMaker:
     """Builds the tombstones of one erasure (``fields`` erased by ``record``, ``reason``)."""
 
-    __slots__ = ("_fields", "_head", "_plans", "_reason", "_record", "_stail", "_tail", "_whole")
+    __slots__ = (
+        "_fields",
+        "_head",
+        "_page_plans",
+        "_plans",
+        "_reason",
+        "_record",
+        "_stail",
+        "_tail",
+        "_whole",
+    )
 
     def __init__(self, *, fields: Iterable[str], record: str, reason: str) -> None:
         wanted = set(fields)
@@ -61,6 +79,7 @@ class TombstoneMaker:
         self._tail = _literal('","records":' + records + ',"reason":' + why + "}")
         self._stail = _literal('","reason":' + why + ',"records":' + records + "}")
         self._plans: dict[tuple[str, ...], _Plan | None] = {}
+        self._page_plans: dict[tuple[str, ...], _PagePlan | None] = {}
 
     def make(self, data: bytes, leaf_hex: str) -> tuple[str, str | None, bool]:
         """``(tombstone JSON, content hash or None, has_err)`` for the stored bytes
@@ -88,6 +107,59 @@ class TombstoneMaker:
             data, fields=self._fields, leaf_hash=leaf_hex, record=self._record, reason=self._reason
         )
 
+    def make_page(self, datas: Sequence[bytes], leaves: Sequence[bytes]) -> list[Made]:
+        """:meth:`make` of each stored row ``datas[i]`` whose leaf hash is ``leaves[i]``
+        (32 bytes), in order: the same results, built for the page at once."""
+        if not self._whole:
+            return [self.make(d, leaf.hex()) for d, leaf in zip(datas, leaves, strict=True)]
+        try:
+            objs = list(map(orjson.loads, datas))
+        except orjson.JSONDecodeError:  # make() says what of it
+            return [self.make(d, leaf.hex()) for d, leaf in zip(datas, leaves, strict=True)]
+        blob = b"".join(datas)
+        clean = b"\\" not in blob and _MARK not in blob  # no row needs a look of its own
+        plans, plan_of, make = self._page_plans, self._page_plan, self.make
+        get = plans.get
+        out: list[Made] = []
+        add = out.append
+        for obj, data, leaf in zip(objs, datas, leaves, strict=True):
+            if type(obj) is dict and (clean or (b"\\" not in data and _MARK not in data)):
+                keys = tuple(obj)
+                plan = get(keys, _UNPLANNED)
+                if plan is _UNPLANNED:
+                    plan = plans[keys] = plan_of(keys)
+                if plan is not None:
+                    getter, types, slot, text, canon, order = plan
+                    values = (*getter(obj), leaf.hex())
+                    if tuple(map(type, values)) == types and (
+                        slot < 0 or -_SAFE <= values[slot] <= _SAFE
+                    ):
+                        digest = sha256((canon % order(values)).encode()).hexdigest()
+                        add((text % values, "sha256:" + digest, False))
+                        continue
+            add(make(data, leaf.hex()))
+        return out
+
+    def _page_plan(self, keys: tuple[str, ...]) -> _PagePlan | None:
+        """:meth:`_plan` with positional format strings (the values in stored order,
+        the leaf hash last)."""
+        if self._plan(keys) is None:
+            return None
+        kept = [k for k in keys if k in _KEPT]
+        getter = itemgetter(*kept)
+        types = (*(int if k in _INT_FIELDS else str for k in kept), str)
+        slot = next((i for i, k in enumerate(kept) if k in _INT_FIELDS), -1)
+        erased = self._head + "%s"
+        text = "{" + ",".join(map(_slot, kept)) + "," + erased + self._tail + "}"
+        members = {k: _slot(k) for k in kept}
+        members["erased"] = erased + self._stail
+        named = sorted(members)
+        canon = "{" + ",".join(members[k] for k in named) + "}"
+        position = {k: i for i, k in enumerate(kept)}
+        position["erased"] = len(kept)  # the leaf hash, the only slot of "erased"
+        order = itemgetter(*(position[k] for k in named))
+        return getter, types, slot, text, canon, order
+
     def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
         """The format strings for rows whose members are ``keys`` (stored order), or
         None when such a row takes the general path."""
@@ -113,6 +185,11 @@ _LEAF = "\x00leaf"  # the leaf hash's slot in a row's mapping (no member has thi
 def _member(key: str) -> str:
     """``"key":"%(key)s"`` (text) or ``"key":%(key)d`` (an integer)."""
     return f'"{key}":%({key})d' if key in _INT_FIELDS else f'"{key}":"%({key})s"'
+
+
+def _slot(key: str) -> str:
+    """``"key":"%s"`` (text) or ``"key":%d`` (an integer)."""
+    return f'"{key}":%d' if key in _INT_FIELDS else f'"{key}":"%s"'
 
 
 def _literal(text: str) -> str:

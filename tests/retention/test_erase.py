@@ -12,7 +12,7 @@ from ledger.integrity import generate_key
 from ledger.integrity.note import Signer, Verifier
 from ledger.integrity.verify import FindingKind, verify_ledger
 from ledger.model.erasure import ERASE_TOOL
-from ledger.retention import Retention, Selection
+from ledger.retention import Retention, Selection, store
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
 pytestmark = needs_retention_schema
@@ -235,6 +235,36 @@ def test_erasing_a_row_tampered_with_is_refused(ledger_db: Ledger) -> None:
                   j=ev.replace(preview="edited").to_json(), i=str(ev.event_id))  # fmt: skip
     with pytest.raises(RetentionError, match="would hide that"):
         r.erase(Selection.of_run("old-1"), reason="x")
+
+
+def test_an_erasure_in_pages_erases_what_row_by_row_erases(
+    ledger_db: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pages of 3 rows: a page all ordinary (the page path), pages holding rows erased
+    # before (row by row), the same counts and digest as the dry run (row by row)
+    monkeypatch.setattr(store, "PAGE", 3)
+    sink, r = _setup(ledger_db)
+    ids = [str(e.event_id) for e in sink.events(run_id="old-1")]  # type: ignore[attr-defined]
+    r.erase(Selection.of_events(ids[4:6]), reason="one", fields=["args"])
+    plan = r.erase(Selection.of_run("old-1"), reason="all", dry_run=True)
+    done = r.erase(Selection.of_run("old-1"), reason="all")
+    assert done.erased == plan.erased == len(ids) and done.digest == plan.digest
+    assert all(e.erased and e.erased.whole for e in sink.events(run_id="old-1"))  # type: ignore[attr-defined]
+    _verified(sink)
+
+
+def test_a_row_tampered_with_in_a_later_page_refuses_the_whole_erasure(
+    ledger_db: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "PAGE", 3)
+    sink, r = _setup(ledger_db)
+    ev = list(sink.events(run_id="old-1"))[-1]  # type: ignore[attr-defined]
+    ledger_db.sql("UPDATE {p}events SET event_json = :j WHERE event_id = :i",
+                  j=ev.replace(label="edited").to_json(), i=str(ev.event_id))  # fmt: skip
+    before, size = _rows(ledger_db), sink.tree_head().size  # type: ignore[attr-defined]
+    with pytest.raises(RetentionError, match="would hide that"):
+        r.erase(Selection.of_run("old-1"), reason="x")
+    assert _rows(ledger_db) == before and sink.tree_head().size == size  # type: ignore[attr-defined]
 
 
 def test_the_compliance_report_shows_policy_holds_and_erasures_and_stays_compliant(

@@ -65,3 +65,28 @@ def test_the_fast_tombstone_is_the_model_tombstone(
     assert made[0] == expected.to_json()
     assert (made[1] or content_hash(made[0])) == content_hash(made[0])
     assert maker.make(data, LEAF) == made  # the cached plan gives the same again
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    page=st.lists(st.tuples(events, st.none() | field_sets), max_size=6),
+    fields=field_sets,
+    reason=text.filter(str.strip),
+)
+def test_a_page_of_tombstones_is_each_row_s_tombstone(
+    page: list[tuple[Event, tuple[str, ...] | None]], fields: tuple[str, ...], reason: str
+) -> None:
+    datas, leaves = [], []
+    for i, (event, earlier) in enumerate(page):
+        if earlier is not None:
+            event = erase_fields(event, fields=earlier, leaf_hash=LEAF, record=RECORD, reason="1")
+        datas.append(event.to_json().encode("utf-8"))
+        leaves.append(bytes([i]) * 32 if earlier is None else bytes.fromhex(LEAF))
+    maker = TombstoneMaker(fields=fields, record=LATER, reason=reason)
+    made = maker.make_page(datas, leaves)
+    expected = [
+        erase_stored(d, fields=fields, leaf_hash=leaf.hex(), record=LATER, reason=reason)
+        for d, leaf in zip(datas, leaves, strict=True)
+    ]
+    assert made == expected
+    assert maker.make_page(datas, leaves) == made  # the cached plans give the same again
