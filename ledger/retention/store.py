@@ -1020,7 +1020,9 @@ class Retention:
         it), its bytes against its stored leaf hash (the first 32 bytes of its
         ``nodes``, read by the page query itself), the tombstone
         (:class:`~ledger.retention.tombstones.TombstoneMaker`) and the two digests; the
-        page's tombstones are written by one driver-level ``executemany``."""
+        page's tombstones are written by one driver-level ``executemany``. A page of
+        ordinary rows, all of which may go, does all of that at once (:func:`_fast_page`);
+        any other page (a dry run, a row erased before, a refusal to explain) row by row."""
         sql, params = self._scan(conn, selection)
         sqlite = conn.dialect.name == "sqlite"
         name = f'"{self._schema}".events' if self._schema else "events"
