@@ -15,6 +15,8 @@
   durably committed. A denial is returned as a ``CallToolResult`` with ``isError: true``
   and the reason as text (the model can read it); the downstream server never sees the
   call. Results, structured content and output schemas pass through unchanged; a
+  tool's error result (``isError: true``) reaches the client unchanged and is recorded
+  as the call's error (``ToolError: <its text>``), not as a success; a
   result's structured content is checked against the tool's output schema while the
   call is recorded (not before the answer goes out: the client's SDK checks it too), and
   a mismatch is recorded as the call's error.
@@ -99,6 +101,7 @@ __all__ = [
     "GatewayError",
     "GatewayStopped",
     "McpGateway",
+    "ToolError",
     "proxy_policy",
     "serve_http",
     "serve_stdio",
@@ -131,6 +134,19 @@ class GatewayError(LedgerError):
 
 class GatewayStopped(Exception):
     """Ends the runs that had calls in flight when the gateway stopped (their ``abort``)."""
+
+
+class ToolError(Exception):
+    """A tool's own error result (``isError: true``): passed to the client unchanged and
+    recorded as the call's error (its text), not as a successful result."""
+
+
+def _error_text(result: _Answer) -> str:
+    """The text blocks of an error result, joined (what the model reads)."""
+    content = result.get("content")
+    blocks = content if isinstance(content, list) else []
+    texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return "\n".join(texts).strip() or "the tool returned an error result (isError) without text"
 
 
 class _InputRequired(Exception):
@@ -499,8 +515,9 @@ class McpGateway:
                         await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     pass  # answered already: record the result, not a cancellation
-            if result.get("isError") is not True:  # off the answer's path; the client checks too
-                await self._check_output(name, result)
+            if result.get("isError") is True:  # the tool failed: its error is the record
+                raise ToolError(_error_text(result))
+            await self._check_output(name, result)  # off the answer's path; the client checks too
             return result  # recorded as received (the SDK hands the upstream side a copy)
 
         call = asyncio.ensure_future(
