@@ -19,13 +19,15 @@ The gate sits in each function tool's ``on_invoke_tool``, the SDK's own blocking
   ``"agentledger denied this call: <reason>"`` (what a tool input guardrail's
   ``reject_content`` would show). Arguments that are not a JSON object never reach the
   tool: the attempt is recorded (args ``{"arguments": ...}``) with the error as outcome.
-- The SDK turns a tool's exception into an error text by default
-  (``failure_error_function``); such a call is recorded with that text as its result.
-  A tool built with ``failure_error_function=None`` raises, and the gate records the error.
+- A tool's exception is recorded as the call's error (the gate sits inside the SDK's
+  failure handler); the model then gets what the SDK shows without the gate, by default
+  its ``failure_error_function`` text, and a tool built with
+  ``failure_error_function=None`` raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Iterable
@@ -71,9 +73,17 @@ def gate_tool(gate: Gate, tool: FunctionTool) -> FunctionTool:
     if getattr(tool.on_invoke_tool, _GATED, None) is gate:
         return tool
     original = tool.on_invoke_tool
+    # The SDK's own invoker turns a tool's exception into an error text for the model
+    # (``failure_error_function``). Gate the raw invocation inside that handler, so the
+    # gate sees the exception and records it as the call's error (else the ledger shows
+    # the SDK's generic text as a success, and the error itself is lost) and the model
+    # still gets the SDK's text.
+    raw = getattr(original, "_invoke_tool_impl", None)
+    handled = getattr(original, "_on_handled_error", None)
+    inner = raw if callable(raw) and callable(handled) else original
     name = tool.name
 
-    async def on_invoke_tool(ctx: ToolContext[Any], input_json: str) -> Any:
+    async def gated(ctx: ToolContext[Any], input_json: str) -> Any:
         call_id = getattr(ctx, "tool_call_id", None) or None
         try:
             parsed = json.loads(input_json) if input_json.strip() else {}
@@ -93,7 +103,7 @@ def gate_tool(gate: Gate, tool: FunctionTool) -> FunctionTool:
         async def invoke(**given: Any) -> Any:
             if not isinstance(parsed, dict):  # recorded as the call's error; never run
                 raise _BadArguments("the tool arguments are not a JSON object")
-            return await original(ctx, json.dumps(given))
+            return await inner(ctx, json.dumps(given))
 
         try:
             return await run.acall(name, args, invoke, call_id=call_id)
@@ -102,8 +112,20 @@ def gate_tool(gate: Gate, tool: FunctionTool) -> FunctionTool:
         except _BadArguments as exc:
             return f"agentledger: {exc}; the tool did not run"
 
-    setattr(on_invoke_tool, _GATED, gate)
-    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+    on_invoke_tool: Any = gated
+    if inner is raw:
+        for marker in dir(raw):  # the SDK's markers on its implementation (approval, ...)
+            if marker.startswith("__agents_"):
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(gated, marker, getattr(raw, marker))
+        on_invoke_tool = type(original)(gated, handled)  # bound to the copy by the SDK
+        for marker in dir(original):
+            if marker.startswith("__agents_") and not callable(getattr(original, marker)):
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(on_invoke_tool, marker, getattr(original, marker))
+    copy = dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+    setattr(copy.on_invoke_tool, _GATED, gate)
+    return copy
 
 
 def gate_tools(gate: Gate, tools: Iterable[Any]) -> list[Any]:
