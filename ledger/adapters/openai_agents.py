@@ -118,7 +118,8 @@ def gate_tool(gate: Gate, tool: FunctionTool) -> FunctionTool:
             if marker.startswith("__agents_"):
                 with contextlib.suppress(AttributeError, TypeError):
                     setattr(gated, marker, getattr(raw, marker))
-        on_invoke_tool = type(original)(gated, handled)  # bound to the copy by the SDK
+        invoker: Any = type(original)  # the SDK's failure-handling invoker class
+        on_invoke_tool = invoker(gated, handled)  # bound to the copy by the SDK
         for marker in dir(original):
             if marker.startswith("__agents_") and not callable(getattr(original, marker)):
                 with contextlib.suppress(AttributeError, TypeError):
