@@ -8,8 +8,11 @@ Every event is read from the source in commit order (``events()``) and written t
 destination in that order, in batches through ``record_many`` where the sink has it.
 The destination must hold no events yet (a copy never mixes two ledgers). Then the
 destination is read back and compared, event by event, with the source: same ids, same
-order, the same events. A source record that does not read back (a damaged SQL row, a
-corrupt JSONL line) stops the copy with its :class:`~ledger.errors.CorruptRecord`, unless
+order, the same events; and the copy's own tamper-evident log (a SQL destination's)
+verifies. A source whose events were erased (tombstones) is refused before anything is
+written: its rows keep the leaves of the events as committed, which a new log cannot
+carry. A source record that does not read back (a damaged SQL row, a corrupt JSONL
+line) stops the copy with its :class:`~ledger.errors.CorruptRecord`, unless
 ``skip_unreadable=True``, which leaves it out and lists it in the result.
 """
 
@@ -21,6 +24,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 
 from ledger.errors import CorruptRecord, StorageError, ValidationError
+from ledger.integrity.verify import verify_stored
+from ledger.model.erasure import tombstone_of
 from ledger.model.event import Event
 from ledger.sinks.base import Reader, Sink
 from ledger.sinks.opening import open_reader, open_sink
@@ -74,6 +79,9 @@ def copy_ledger(
                 "shredded runs would arrive without their erasure records. Keep the "
                 "database itself (a file copy or pg_dump)"
             )
+        erased = _first_erased(reader)
+        if erased is not None:
+            _refuse_erased(erased, src.shown)
         if dst.path is not None and dst.path.exists() and dst.path.stat().st_size:
             _require_empty_file(destination)
         created = dst.path is not None and not dst.path.exists()
@@ -83,7 +91,9 @@ def copy_ledger(
                     f"destination {dst.shown} already holds events; copy into an empty ledger"
                 )
             try:
-                copied = _write(sink, _readable(reader, skipped, skip_unreadable), progress)
+                copied = _write(
+                    sink, _readable(reader, skipped, skip_unreadable), progress, src.shown
+                )
             except Exception as exc:
                 sink.close()
                 _abandon(destination, created, exc)
@@ -94,6 +104,7 @@ def copy_ledger(
             f"the copy at {dst.shown} does not match {src.shown}: it holds other events "
             "than were read; do not use it"
         )
+    _verify_log(destination)
     log.info("copied %d events from %s to %s", copied, src.shown, dst.shown)
     return CopyResult(
         source=src.shown, destination=dst.shown, copied=copied, verified=True,
@@ -148,11 +159,40 @@ def _readable(reader: Reader, skipped: list[str], skip: bool) -> Iterator[Event]
             events = reader.events(after=exc.seq)
 
 
-def _write(sink: Sink, events: Iterator[Event], progress: Callable[[int], None] | None) -> int:
+def _refuse_erased(event_id: str, source: str) -> None:
+    """An erased event (a tombstone) cannot be copied into a new log: its row keeps the
+    leaf of the event as it was before the erasure, which a new log would recompute from
+    the tombstone's bytes, so the copy would not verify (it would read as tampered)."""
+    raise ValidationError(
+        f"source {source} holds erased events (the first: {event_id}); their rows keep "
+        "the leaf of the event as committed, which a copy into a new log cannot carry "
+        "(the copy would not verify). Keep the database itself instead (a file copy, or "
+        "pg_dump of its schema)"
+    )
+
+
+def _first_erased(reader: Reader) -> str | None:
+    """The id of the first erased row of a SQL ledger, by its stored bytes (a byte search
+    per row: no event is decoded), or None; None too for a source without stored rows
+    (JSONL), whose events are checked as they are copied."""
+    rows = getattr(reader, "leaf_rows", None)
+    if rows is None:
+        return None
+    for _seq, event_id, _index, data in rows():  # LeafRow, or a cursor's plain tuple
+        if tombstone_of(data) is not None:
+            return str(event_id)
+    return None
+
+
+def _write(
+    sink: Sink, events: Iterator[Event], progress: Callable[[int], None] | None, source: str
+) -> int:
     many = getattr(sink, "record_many", None)
     count = 0
     batch: list[Event] = []
     for event in events:
+        if event.erased is not None:
+            _refuse_erased(str(event.event_id), source)
         if many is None:
             sink.record(event)
             count += 1
@@ -171,6 +211,19 @@ def _write(sink: Sink, events: Iterator[Event], progress: Callable[[int], None] 
     if progress is not None:
         progress(count)
     return count
+
+
+def _verify_log(destination: str) -> None:
+    """The copy's own tamper-evident log (a SQL destination keeps one) verifies: a copy
+    is called verified only when ``ledger verify`` would say so too."""
+    with closing(open_reader(destination)) as copy:
+        result = verify_stored(copy)
+    if result is not None and not result.ok:
+        raise StorageError(
+            f"the copy at {parse_url(destination).shown} holds the same events, but its "
+            f"tamper-evident log does not verify ({result.errors[0].message}); do not use "
+            "it, and report this as a bug"
+        )
 
 
 def _verify(reader: Reader, destination: str, copied: int, skip: bool) -> bool:

@@ -1,0 +1,78 @@
+"""``ledger db copy`` and erasure: a copy is called verified only when its own log
+verifies, so a ledger with erased events (whose rows keep the leaves of the events as
+committed, which a new log cannot carry) is refused before anything is written, from
+any source store, and an ordinary copy verifies as ``ledger verify`` would."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.cli import cli
+from ledger.errors import ValidationError
+from ledger.integrity.verify import verify_ledger
+from ledger.retention import Retention, Selection
+from ledger.sinks import JSONLSink, SQLiteSink, copy_ledger
+
+from .conftest import OLD, Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+
+def _erased_ledger(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    for i in range(3):
+        sink.record_many(run_events(f"old-{i}", OLD + timedelta(days=i)))
+    r = Retention(sink)
+    r.set_policy(keep="30d", floor="10d", reason="v1")
+    r.erase(Selection.of_run("old-0"), reason="a data subject asked")
+    assert verify_ledger(sink, None).ok  # the source itself verifies
+    ledger_db.close_all()
+
+
+def test_a_ledger_with_erased_events_is_refused_and_nothing_is_written(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    _erased_ledger(ledger_db)
+    target = tmp_path / "copy.db"
+    with pytest.raises(ValidationError, match=r"erased events .* cannot carry"):
+        copy_ledger(ledger_db.url, f"sqlite:///{target}")
+    assert not target.exists()
+    result = CliRunner().invoke(cli, ["db", "copy", ledger_db.url, f"sqlite:///{target}"])
+    assert result.exit_code == 1
+    assert "erased events" in result.output and "Traceback" not in result.output
+    assert not target.exists()
+
+
+def test_a_jsonl_export_holding_a_tombstone_is_refused_too(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
+    """A JSONL file keeps no tree to pre-check: its tombstone stops the copy as it is
+    met, and the file the copy created is removed."""
+    _erased_ledger(sqlite_ledger)
+    lines = tmp_path / "export.jsonl"
+    with SQLiteSink(Path(sqlite_ledger.url.removeprefix("sqlite:///")), migrate=False) as s:
+        events = list(s.events())
+    assert any(e.erased is not None for e in events)
+    with JSONLSink(lines) as out:
+        for e in events:
+            out.record(e)
+    target = tmp_path / "from-jsonl.db"
+    with pytest.raises(ValidationError, match="erased events"):
+        copy_ledger(f"jsonl:///{lines}", f"sqlite:///{target}")
+    assert not target.exists()
+
+
+def test_an_ordinary_copy_verifies_as_ledger_verify_would(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    ledger_db.close_all()
+    target = tmp_path / "copy.db"
+    assert copy_ledger(ledger_db.url, f"sqlite:///{target}").verified
+    with SQLiteSink(target) as copy:
+        assert verify_ledger(copy, None).ok
