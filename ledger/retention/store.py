@@ -416,9 +416,9 @@ class Retention:
             raise refuse(
                 f"the log holds retention policy records (the last: {last[0]}) but the "
                 "retention_policy table is empty: the tables were emptied outside the "
-                "ledger, or this ledger was made by `ledger db copy`, which does not carry "
-                "them yet; nothing can be erased here until they are restored (erase in "
-                "the original ledger)"
+                "ledger, or this ledger was made by `ledger db copy` from a JSONL file, "
+                "which has no tables to carry; nothing can be erased here until they are "
+                "restored (erase in the original ledger)"
             )
         if last is None or state is None:
             raise _tampered(

@@ -11,7 +11,9 @@ destination is read back and compared, event by event, with the source: same ids
 order, the same events; and the copy's own tamper-evident log (a SQL destination's)
 verifies. A source whose events were erased (tombstones) is refused before anything is
 written: its rows keep the leaves of the events as committed, which a new log cannot
-carry. A source record that does not read back (a damaged SQL row, a corrupt JSONL
+carry. Between SQL ledgers the retention policy and the legal holds come along (their
+table rows, which index policy and hold records the copy carries as events). A source
+record that does not read back (a damaged SQL row, a corrupt JSONL
 line) stops the copy with its :class:`~ledger.errors.CorruptRecord`, unless
 ``skip_unreadable=True``, which leaves it out and lists it in the result.
 """
@@ -94,6 +96,7 @@ def copy_ledger(
                 copied = _write(
                     sink, _readable(reader, skipped, skip_unreadable), progress, src.shown
                 )
+                carried = _carry_tables(reader, sink)
             except Exception as exc:
                 sink.close()
                 _abandon(destination, created, exc)
@@ -105,7 +108,13 @@ def copy_ledger(
             "than were read; do not use it"
         )
     _verify_log(destination)
-    log.info("copied %d events from %s to %s", copied, src.shown, dst.shown)
+    log.info(
+        "copied %d events (and %d retention rows) from %s to %s",
+        copied,
+        carried,
+        src.shown,
+        dst.shown,
+    )
     return CopyResult(
         source=src.shown, destination=dst.shown, copied=copied, verified=True,
         skipped=tuple(skipped),
@@ -211,6 +220,35 @@ def _write(
     if progress is not None:
         progress(count)
     return count
+
+
+_CARRIED = ("retention_policy", "legal_holds")  # erasures and payload keys: refused above
+
+
+def _carry_tables(reader: Reader, sink: Sink) -> int:
+    """Copy the rows of the retention policy and legal holds (the index of the policy
+    and hold records, which the copy carries as events with the same ids) from a SQL
+    source to a SQL destination, in one write transaction; how many rows. Nothing for a
+    JSONL side (no tables: a copy made from JSONL refuses to erase until they are set)."""
+    import sqlalchemy as sa  # only when copying between SQL ledgers
+
+    source = getattr(reader, "_engine", None)
+    writing = getattr(sink, "_tree_writing", None)
+    if source is None or writing is None:
+        return 0
+    src_schema, dst_schema = getattr(reader, "schema", None), getattr(sink, "schema", None)
+    carried = 0
+    with source.connect() as src, writing() as dst:
+        for name in _CARRIED:
+            if not sa.inspect(src).has_table(name, schema=src_schema):
+                continue
+            table = sa.Table(name, sa.MetaData(schema=src_schema), autoload_with=src)
+            rows = [dict(r._mapping) for r in src.execute(sa.select(table))]
+            if rows:
+                target = sa.Table(name, sa.MetaData(schema=dst_schema), autoload_with=dst)
+                dst.execute(target.insert(), rows)
+                carried += len(rows)
+    return carried
 
 
 def _verify_log(destination: str) -> None:

@@ -178,20 +178,23 @@ def test_a_clock_ahead_of_the_wall_clock_does_not_move_the_floor(ledger_db: Ledg
         behind.erase(Selection.of_run("young"), reason="a stricter floor is fine")
 
 
-def test_a_copy_without_the_retention_tables_refuses_to_erase_what_a_hold_kept(
+def test_a_copy_made_from_jsonl_has_no_tables_and_refuses_to_erase_what_a_hold_kept(
     tmp_path: Path,
 ) -> None:
-    """``ledger db copy`` carries the events (the retention records among them) but not
-    the retention tables: on the copy the source's hold must still stop an erasure."""
-    from ledger.sinks import SQLiteSink
+    """A JSONL export carries the policy and hold records as events but no tables: on a
+    ledger copied from it, the hold the records place must still stop an erasure."""
+    from ledger.sinks import JSONLSink, SQLiteSink
 
-    source, copy = tmp_path / "source.db", tmp_path / "copy.db"
+    source, lines, copy = tmp_path / "source.db", tmp_path / "x.jsonl", tmp_path / "copy.db"
     with SQLiteSink(source) as sink:
         sink.record_many(run_events("old-1", OLD))
         r = Retention(sink)
         r.set_policy(keep="400d", floor="180d", reason="v1")
         r.add_hold(run_id="old-1", reason="litigation")
-    result = CliRunner().invoke(cli, ["db", "copy", f"sqlite:///{source}", f"sqlite:///{copy}"])
+        with JSONLSink(lines) as out:
+            for event in sink.events():
+                out.record(event)
+    result = CliRunner().invoke(cli, ["db", "copy", f"jsonl:///{lines}", f"sqlite:///{copy}"])
     assert result.exit_code == 0, result.output
     with SQLiteSink(copy) as sink:
         r = Retention(sink)
