@@ -942,7 +942,8 @@ class McpGateway:
 class _StdinLines:
     """The lines of standard input, read on the event loop: unlike a thread blocked in
     ``readline``, a cancelled read stops at once. Falls back (``open()`` is false) when
-    standard input is not a pipe, socket or terminal."""
+    standard input is not a pipe, socket or terminal (a file, /dev/null): the SDK's own
+    reader then sees its end."""
 
     def __init__(self) -> None:
         self._reader: asyncio.StreamReader | None = None
@@ -951,8 +952,18 @@ class _StdinLines:
 
     async def open(self) -> bool:
         import fcntl
+        import stat
 
         loop = asyncio.get_running_loop()
+        try:
+            mode = os.fstat(0).st_mode
+        except OSError:
+            return False
+        # Only what the event loop can wait on: a character device that is not a terminal
+        # (/dev/null) is accepted by connect_read_pipe but then refused by epoll, which
+        # left the proxy hanging with a traceback in the log instead of seeing the end.
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(0)):
+            return False
         try:
             fd = os.dup(0)
         except OSError:
