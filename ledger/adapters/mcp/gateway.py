@@ -318,6 +318,7 @@ class McpGateway:
                 self.name = info.name if info is not None and info.name else "mcp"
             with anyio.fail_after(self.list_timeout):
                 await self.refresh()
+            self._warn_unlisted()
             self._watch_tool_changes()
         except BaseException as exc:
             await stack.aclose()
@@ -328,6 +329,20 @@ class McpGateway:
             raise
         self._stack = stack
         return self
+
+    def _warn_unlisted(self) -> None:
+        """Say which tools the safe set or the policy names that the downstream server
+        does not list (a typo, or the wrong server): their calls are denied."""
+        named = set(self.gate.safe_tools) | _named_tools(self.user_gate.policy)
+        missing = sorted(named - set(self.tools))
+        if missing:
+            log.warning(
+                "mcp gateway: the MCP server %s does not list %s, named as safe, allowed or in "
+                "the policy (a typo?); calls of them are denied. It lists: %s",
+                self.name,
+                ", ".join(repr(m) for m in missing),
+                ", ".join(sorted(self.tools)) or "no tools",
+            )
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
@@ -1022,6 +1037,22 @@ class _TracedOnly:
         if isinstance(provider, otel_trace.ProxyTracerProvider | otel_trace.NoOpTracerProvider):
             return await call_next(ctx)
         return await self.inner(ctx, call_next)
+
+
+def _named_tools(policy: object, depth: int = 0) -> set[str]:
+    """The tool names a policy names itself (``--allow``, an allow-list, a policy file's
+    ``tools`` and ``safe``), looking through the proxy's own wrapper."""
+    names: set[str] = set()
+    if depth > 4:
+        return names
+    for attr in ("allowed", "tools", "rules", "safe_tools"):
+        value = getattr(policy, attr, None)
+        if isinstance(value, dict | set | frozenset | list | tuple):
+            names |= {n for n in value if isinstance(n, str)}
+    inner = getattr(policy, "inner", None)
+    if inner is not None:
+        names |= _named_tools(inner, depth + 1)
+    return names
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
