@@ -170,8 +170,13 @@ def proxy(
         if address is None:
             asyncio.run(serve_stdio(gateway))
         else:
-            click.echo(f"ledger: serving MCP at http://{address[0]}:{address[1]}/mcp", err=True)
-            asyncio.run(serve_http(gateway, *address))
+            asyncio.run(
+                serve_http(
+                    gateway,
+                    *address,
+                    on_listening=lambda url: click.echo(f"ledger: serving MCP at {url}", err=True),
+                )
+            )
     finally:
         sink.close()  # a TracingSink drains its queue first
         if provider is not None:

@@ -945,13 +945,45 @@ class McpGateway:
         finally:
             lines.close()
 
-    async def serve_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+    async def serve_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        on_listening: Callable[[str], None] | None = None,
+    ) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled.
+
+        The address is bound first: one that cannot be (a port in use) raises
+        :class:`GatewayError`; ``on_listening(url)`` is called once it is bound."""
+        import socket
+
         import uvicorn
 
-        app = self.server.streamable_http_app(host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        await uvicorn.Server(config).serve()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(2048)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise GatewayError(
+                f"--http {host}:{port}: cannot listen there ({exc.strerror or exc}); "
+                "the port may be in use: choose another one"
+            ) from None
+        try:
+            app = self.server.streamable_http_app(host=host)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+            url = f"http://{host if family == socket.AF_INET else f'[{host}]'}:{port}/mcp"
+            if on_listening is not None:
+                on_listening(url)
+            # kept: uvicorn's lifespan task logs its cancellation after serve() has ended
+            logging.getLogger("uvicorn.error").addFilter(_QUIET_CANCEL)
+            await uvicorn.Server(config).serve(sockets=[sock])
+        finally:
+            sock.close()
 
 
 class _StdinLines:
@@ -1018,6 +1050,22 @@ class _StdinLines:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(0, fcntl.F_SETFL, self._flags)
             self._flags = None
+
+
+class _QuietCancel(logging.Filter):
+    """Drops uvicorn's log of its lifespan task being cancelled: that is how the gateway
+    stops serving HTTP (SIGTERM), not an error, and it printed a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, asyncio.CancelledError):
+            return False
+        # starlette hands uvicorn the formatted traceback as the message text
+        text = record.getMessage().rstrip()
+        return not (text.startswith("Traceback") and text.endswith("CancelledError"))
+
+
+_QUIET_CANCEL = _QuietCancel()
 
 
 class _TracedOnly:
@@ -1110,7 +1158,13 @@ async def serve_stdio(gateway: McpGateway) -> None:
         await _until_signalled(gateway.serve_stdio)
 
 
-async def serve_http(gateway: McpGateway, host: str, port: int) -> None:
+async def serve_http(
+    gateway: McpGateway,
+    host: str,
+    port: int,
+    *,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
     """Serve ``gateway`` over streamable HTTP until a signal stops it."""
     async with gateway:
-        await _until_signalled(lambda: gateway.serve_http(host, port))
+        await _until_signalled(lambda: gateway.serve_http(host, port, on_listening=on_listening))
