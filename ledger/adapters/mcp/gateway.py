@@ -318,6 +318,7 @@ class McpGateway:
                 self.name = info.name if info is not None and info.name else "mcp"
             with anyio.fail_after(self.list_timeout):
                 await self.refresh()
+            self._check_pins()
             self._warn_unlisted()
             self._watch_tool_changes()
         except BaseException as exc:
@@ -329,6 +330,19 @@ class McpGateway:
             raise
         self._stack = stack
         return self
+
+    def _check_pins(self) -> None:
+        """A pins file that cannot be written stops the gateway before it serves: without
+        it every restart would trust whatever the server lists (no rug-pull protection)."""
+        if self.pins.path is None:
+            return
+        try:
+            self.pins.save()
+        except LedgerError as exc:
+            raise GatewayError(
+                f"{exc}; the gateway keeps the accepted tool definitions there: give a "
+                "--pins path it can write (its folder must exist)"
+            ) from None
 
     def _warn_unlisted(self) -> None:
         """Say which tools the safe set or the policy names that the downstream server
