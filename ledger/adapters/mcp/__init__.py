@@ -16,21 +16,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger.adapters.mcp.definitions import DefinitionResolver, Pins, PinsError
     from ledger.adapters.mcp.gateway import (
+        ClientLeft,
         GatewayError,
         GatewayStopped,
         McpGateway,
+        ToolError,
         proxy_policy,
         serve_http,
         serve_stdio,
     )
 
 __all__ = [
+    "ClientLeft",
     "DefinitionResolver",
     "GatewayError",
     "GatewayStopped",
     "McpGateway",
     "Pins",
     "PinsError",
+    "ToolError",
     "proxy_policy",
     "serve_http",
     "serve_stdio",
@@ -40,9 +44,11 @@ _LAZY = {
     "DefinitionResolver": "ledger.adapters.mcp.definitions",
     "Pins": "ledger.adapters.mcp.definitions",
     "PinsError": "ledger.adapters.mcp.definitions",
+    "ClientLeft": "ledger.adapters.mcp.gateway",
     "GatewayError": "ledger.adapters.mcp.gateway",
     "GatewayStopped": "ledger.adapters.mcp.gateway",
     "McpGateway": "ledger.adapters.mcp.gateway",
+    "ToolError": "ledger.adapters.mcp.gateway",
     "proxy_policy": "ledger.adapters.mcp.gateway",
     "serve_http": "ledger.adapters.mcp.gateway",
     "serve_stdio": "ledger.adapters.mcp.gateway",

@@ -52,7 +52,8 @@
   call's error; once it has exited, every call is denied with the reason. A ledger that
   stops accepting writes denies every non-safe call (the gate's rule) while safe calls
   are still served. Calls in flight when the gateway stops get a ``tool_result`` error
-  ``cancelled`` and their run ends with ``abort`` ("GatewayStopped: ...").
+  ``cancelled`` and their run ends with ``abort`` ("GatewayStopped: ..."); when their
+  client leaves (the gateway still serving), the same with "ClientLeft: ...".
 - **Multi-round-trip results**: an ``InputRequiredResult`` is passed to the client and
   recorded as the call's error ``input required`` (not as its result); the client's
   retry is a new call of the run (call id ``mcp:<request id>``) with its own record.
@@ -98,6 +99,7 @@ from ledger.model.values import Ref, RefSource, Verdict
 __all__ = [
     "DENIED_PREFIX",
     "SESSION_META_KEY",
+    "ClientLeft",
     "GatewayError",
     "GatewayStopped",
     "McpGateway",
@@ -147,6 +149,11 @@ def _error_text(result: _Answer) -> str:
     blocks = content if isinstance(content, list) else []
     texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
     return "\n".join(texts).strip() or "the tool returned an error result (isError) without text"
+
+
+class ClientLeft(Exception):
+    """Ends a run whose client left (disconnected, or cancelled its request) while its
+    calls were in flight, the gateway still serving (its ``abort``)."""
 
 
 class _InputRequired(Exception):
@@ -297,6 +304,7 @@ class McpGateway:
         self._list_lock = asyncio.Lock()
         self._fixed_key: object | None = None
         self._stopping = False
+        self.signalled = False  # SIGTERM/SIGINT arrived: the runs it cuts short say so
         self._tasks: set[asyncio.Future[Any]] = set()  # calls not yet answered
         self._background: set[asyncio.Future[Any]] = set()  # records still being written
         self._server: Server[Any] | None = None
@@ -881,10 +889,13 @@ class McpGateway:
             self._sessions.pop(session.key, None)
             self._named.pop(session.key, None)
         if session.interrupted or (self._stopping and session.inflight):
-            exc = GatewayStopped(
-                f"the gateway stopped with {max(session.inflight, 1)} call(s) in flight"
+            count = max(session.inflight, 1)
+            exc: Exception = (
+                GatewayStopped(f"the gateway stopped with {count} call(s) in flight")
+                if self._stopping or self.signalled
+                else ClientLeft(f"the MCP client left with {count} call(s) in flight")
             )
-            await session.run.__aexit__(GatewayStopped, exc, None)
+            await session.run.__aexit__(type(exc), exc, None)
         else:
             await session.run.__aexit__(None, None, None)
 
@@ -1148,13 +1159,18 @@ def _shown(spec: object) -> str:
     return type(spec).__name__
 
 
-async def _until_signalled(run: Callable[[], Awaitable[None]]) -> None:
+async def _until_signalled(gateway: McpGateway, run: Callable[[], Awaitable[None]]) -> None:
     """Run ``run`` until it returns or SIGTERM/SIGINT arrives (then it is cancelled)."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(run())
+
+    def stop() -> None:
+        gateway.signalled = True  # before the cancellation reaches the sessions
+        task.cancel()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, task.cancel)
+            loop.add_signal_handler(sig, stop)
     try:
         await task
     except asyncio.CancelledError:
@@ -1169,7 +1185,7 @@ async def _until_signalled(run: Callable[[], Awaitable[None]]) -> None:
 async def serve_stdio(gateway: McpGateway) -> None:
     """Serve ``gateway`` over stdio until the client leaves or a signal stops it."""
     async with gateway:
-        await _until_signalled(gateway.serve_stdio)
+        await _until_signalled(gateway, gateway.serve_stdio)
 
 
 async def serve_http(
@@ -1181,4 +1197,6 @@ async def serve_http(
 ) -> None:
     """Serve ``gateway`` over streamable HTTP until a signal stops it."""
     async with gateway:
-        await _until_signalled(lambda: gateway.serve_http(host, port, on_listening=on_listening))
+        await _until_signalled(
+            gateway, lambda: gateway.serve_http(host, port, on_listening=on_listening)
+        )
