@@ -442,6 +442,13 @@ class TracingSink:
             try:
                 self._queue.put_nowait(event)
             except queue.Full:
+                if self.dropped == 0:
+                    log.warning(
+                        "agentledger otel: the span queue is full (%d events: the exporter "
+                        "is slower than the gate); spans are being dropped, every record is "
+                        "kept in the ledger (ledger export otel can send them again)",
+                        self._queue.maxsize,
+                    )
                 self.dropped += 1
 
     def close(self) -> None:
@@ -450,6 +457,12 @@ class TracingSink:
             with contextlib.suppress(queue.Full):
                 self._queue.put(_STOP, timeout=self.drain_timeout)
             self._worker.join(self.drain_timeout)
+            if self.dropped:
+                log.warning(
+                    "agentledger otel: %d event(s) had no span (the queue was full); the "
+                    "ledger has them all: send them with ledger export otel",
+                    self.dropped,
+                )
         self.sink.close()
 
     # --- the worker --------------------------------------------------------------------
