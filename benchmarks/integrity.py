@@ -6,7 +6,7 @@
     python benchmarks/integrity.py --quick       # smaller sizes, for a smoke run
 
 Each comparison alternates candidate and baseline ``--reps`` times (the single-thread
-commit at least 11 times: one fsync per commit makes it the noisiest figure, and the
+commit at least 21 times: one fsync per commit makes it the noisiest figure, and the
 spread of its pairs is printed) and compares the MEDIANS. Bars (the script exits 1 when
 one fails):
 
@@ -328,8 +328,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         # the noisiest figure (this sink's fsync costs ~0.1 ms on a VM, and its time
-        # varies by more than the bar's margin from run to run): at least 11 runs a side
-        sqlite_single(tmp, n, max(args.reps, 11))
+        # varies by more than the bar's margin from run to run): at least 21 runs a side
+        sqlite_single(tmp, n, max(args.reps, 21))
         sqlite_threads(tmp, n * 2, args.reps)
         sqlite_batches(tmp, 5 if args.quick else 20, args.reps)
         dsn = os.environ.get("LEDGER_TEST_POSTGRES_DSN", "")
