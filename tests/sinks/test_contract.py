@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ulid import ULID
 
 from ledger.canonical import sha256_of
@@ -430,3 +432,42 @@ def test_bad_filters_are_validation_errors(store: Store) -> None:
     with pytest.raises(ValidationError, match="naive"):
         list(sink.events(since=datetime(2026, 1, 1)))
     assert list(sink.events(limit=0)) == []
+
+
+_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(tool=_TEXT.filter(bool), reason=_TEXT.filter(bool), value=_TEXT, batch=st.integers(1, 4))
+def test_any_text_is_stored_exactly_by_each_write_path(
+    store: Store, tool: str, reason: str, value: str, batch: int
+) -> None:
+    """Whatever text a record holds (quotes, backslashes, escapes, line separators,
+    astral characters), the stored row is the event's own JSON and the key columns its
+    values, alone or in a group commit (PostgreSQL sends a batch as one JSON document),
+    and the log still verifies."""
+    from ledger.integrity.verify import verify_ledger
+
+    sink = store.open()
+    run = f"r{ULID()}"
+    sink.commit_action(action(run, call="warm-up"))  # the next writes take the short path
+    events = [
+        action(run, call_id=f"{value}{i}", tool=tool, reason=reason, args={"v": value, "i": i})
+        for i in range(batch)
+    ]
+    if batch == 1:
+        sink.commit_action(events[0])
+    else:
+        sink.record_many(events)
+    for event in events:
+        [(stored, kept_tool, kept_call)] = store.sql(
+            "SELECT event_json, tool, call_id FROM {p}events WHERE event_id = :i",
+            i=str(event.event_id),
+        )
+        assert (stored, kept_tool, kept_call) == (event.to_json(), tool, event.call_id)
+        assert sink.get(event.event_id) == event
+    assert verify_ledger(sink, None).ok
