@@ -668,17 +668,26 @@ class Frontier:
         >>> (g.size, g.nodes) == (f.size, f.nodes)
         True
         """
+        # Level by level, each level's parents in one comprehension: ``cur`` holds the
+        # new nodes of one level, the first at index ``start`` (the size shifted down to
+        # that level). An odd ``start`` means the frontier's subtree of that level is
+        # their left sibling; an odd one out at the end stays a subtree of the frontier.
+        cur = list(leaf_hashes)
         hashes = self._hashes
-        pop, push = hashes.pop, hashes.append
-        n = self._size
+        n = self._size + len(cur)
+        start = self._size
         sha256, node = _sha256, _NODE
-        for h in leaf_hashes:
-            m = n
-            while m & 1:
-                h = sha256(node + pop() + h).digest()
-                m >>= 1
-            push(h)
-            n += 1
+        kept: list[bytes] = []  # the new frontier's subtrees below the untouched ones
+        while cur:
+            if start & 1:
+                cur = [hashes.pop(), *cur]
+                start -= 1
+            if len(cur) & 1:
+                kept.append(cur.pop())
+            pairs = iter(cur)  # even length here: (0, 1), (2, 3), ...
+            cur = [sha256(node + a + b).digest() for a, b in zip(pairs, pairs, strict=True)]
+            start >>= 1
+        hashes.extend(reversed(kept))
         self._size = n
         self._levels = [level for level in range(n.bit_length() - 1, -1, -1) if n >> level & 1]
 

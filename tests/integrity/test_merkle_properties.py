@@ -329,3 +329,20 @@ def test_one_query_per_proof_fetches_exactly_the_needed_nodes(
 
 def _lookup(rows: dict[tuple[int, int], bytes]) -> Callable[[int, int], bytes]:
     return lambda level, index: rows[(level, index)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=st.lists(st.integers(0, 70), max_size=8))
+def test_extend_in_chunks_is_pushing_each_leaf(chunks: list[int]) -> None:
+    """``Frontier.extend`` (level by level) leaves the same subtrees, size and root as
+    pushing the same leaves one at a time, from any starting size."""
+    one, many = Frontier(), Frontier()
+    leaves: list[bytes] = []
+    for k in chunks:
+        part = [leaf_hash(len(leaves).to_bytes(4, "big") + bytes([i])) for i in range(k)]
+        leaves += part
+        for h in part:
+            one.push(h)
+        many.extend(part)
+        assert (many.size, many.nodes, many.root()) == (one.size, one.nodes, one.root())
+    assert many.root() == root_hash(leaves)
