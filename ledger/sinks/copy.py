@@ -26,7 +26,6 @@ from contextlib import closing
 from dataclasses import dataclass, field
 
 from ledger.errors import CorruptRecord, StorageError, ValidationError
-from ledger.integrity.verify import verify_stored
 from ledger.model.erasure import tombstone_of
 from ledger.model.event import Event
 from ledger.sinks.base import Reader, Sink
@@ -254,6 +253,8 @@ def _carry_tables(reader: Reader, sink: Sink) -> int:
 def _verify_log(destination: str) -> None:
     """The copy's own tamper-evident log (a SQL destination keeps one) verifies: a copy
     is called verified only when ``ledger verify`` would say so too."""
+    from ledger.integrity.verify import verify_stored  # cryptography: only when copying
+
     with closing(open_reader(destination)) as copy:
         result = verify_stored(copy)
     if result is not None and not result.ok:
