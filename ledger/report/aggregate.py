@@ -509,7 +509,7 @@ def report_in_database(
             sa.select(sa.func.min(t.c.seq), sa.func.max(t.c.seq)).where(*where)
         ).one()
     tree = _keeps_tree(reader)
-    head = reader.stored_head() if tree else None  # type: ignore[attr-defined]
+    head = reader.current_head() if tree else None  # type: ignore[attr-defined]
     tally = Tally()
     leaves: LeafRange | None = None
     work: _Pass | None = None

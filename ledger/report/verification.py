@@ -37,6 +37,7 @@ class _CheckedLeaves:
         self._source = source
         self.tally = HashTally()
         self._read = False
+        self.head_lags = bool(getattr(source, "head_lags", False))
 
     def leaf_rows(self) -> Iterator[LeafRow]:
         """The rows in commit order; the first reading checks their content hashes (a

@@ -75,6 +75,7 @@ from ledger.sinks.tree import (
     head_values,
     number_rows,
     read_nodes,
+    size_after,
 )
 from ledger.sinks.writing import Row, Writing
 
@@ -90,8 +91,9 @@ _JSON = COLUMNS.index("event_json")
 _WRITER_BUSY_MS = 5
 _STATEMENT_ROWS = 2000  # rows per multi-row INSERT (24,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
-_UPDATE_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1"
-_MOVE_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size = ? AND root = ?"
+_MARK_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size < ?"
+_TOP_LEAF = "SELECT max(leaf_index) FROM events"  # the leaf_index index's last entry
+MARK_EVERY = 8  # the head row is written with every 8th commit (and the first, and at close)
 
 
 @functools.lru_cache(maxsize=64)
@@ -125,6 +127,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
     """
 
     _merkle = True  # False only in benchmarks/integrity.py's baseline (no Merkle log)
+    head_lags = True  # the head row is a mark the log reached; the head is where rows end
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         self._table = events_table()
         self._trees = TreeTables()
         self._appender = TreeAppender()
+        self._unmarked = -1  # commits since the head row was last written (-1: never)
         self._engine = sa.create_engine(
             # built, not parsed: a "?" or "%20" in the file name stays in the file name
             sa.URL.create("sqlite+pysqlite", database=str(self.path)),
@@ -286,7 +290,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         rows = [row for item in items for row in item]
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
-            frontier, after, numbered, written = self._begin_tree(conn, rows)
+            frontier, after, numbered = self._begin_tree(conn, rows)
             errors: list[BaseException | None]
             try:
                 if len(rows) == 1:
@@ -310,9 +314,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             if after.size == frontier.size:
                 conn.execute("ROLLBACK")
                 return errors
-            root = after.root() if written is None or written[0] is not after else written[1]
-            if written is None or written[0] is not after:
-                conn.execute(_UPDATE_HEAD, (after.size, root))
+            marked = self._unmarked < 0 or self._unmarked + 1 >= MARK_EVERY
+            if marked:
+                conn.execute(_MARK_HEAD, (after.size, after.root(), after.size))
             self._retry_busy(lambda: conn.execute("COMMIT"))
         except BaseException as exc:
             self._appender.forget()
@@ -320,47 +324,55 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             if isinstance(exc, sqlite3.Error):
                 raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
             raise
-        self._appender.committed(after, root)
+        self._unmarked = 0 if marked else self._unmarked + 1
+        self._appender.committed(after, None)
         return errors
 
     def _begin_tree(
         self, conn: sqlite3.Connection, rows: list[Row]
-    ) -> tuple[Frontier, Frontier, list[Row], tuple[Frontier, bytes] | None]:
+    ) -> tuple[Frontier, Frontier, list[Row]]:
         """Inside the write transaction: the committed tree, the tree after ``rows``,
-        the rows numbered, and the head already written ``(after, root)`` or None.
+        and the rows numbered.
 
-        With the committed head cached (the common case), the head is moved from it to
-        the new one by one conditional ``UPDATE`` before anything else is written: no
-        read of the head first. When another writer moved it meanwhile, nothing matched
-        and the head is read and the range rebuilt, as without a cache."""
+        The head is where the rows end; the head row is a mark the log reached, written
+        with every :data:`MARK_EVERY`-th commit (so most commits write no page for it).
+        The cached range is the committed one when the last stored leaf index is the
+        one it ends at (one index lookup); otherwise (another writer appended, or none
+        is cached) it is rebuilt from the stored nodes and checked against the mark."""
+        top = conn.execute(_TOP_LEAF).fetchone()[0]
         cached = self._appender.cached()
-        if cached is not None:
-            after = cached.copy()
-            numbered = number_rows(after, rows)
-            root = after.root()
-            moved = conn.execute(
-                _MOVE_HEAD, (after.size, root, cached.size, self._appender.root())
-            ).rowcount
-            if moved == 1:
-                return cached, after, numbered, (after, root)
-        frontier = self._frontier(conn)
+        if cached is not None and top == (cached.size - 1 if cached.size else None):
+            frontier = cached
+        else:
+            frontier = self._frontier(conn, top)
         after = frontier.copy()
-        return frontier, after, number_rows(after, rows), None
+        return frontier, after, number_rows(after, rows)
 
-    def _frontier(self, conn: sqlite3.Connection) -> Frontier:
-        """The compact range of the committed head, read inside the write transaction
-        (the appender's cached one; the caller extends a copy)."""
+    def _frontier(self, conn: sqlite3.Connection, top: object) -> Frontier:
+        """The compact range of the tree whose last leaf index is ``top``, rebuilt from
+        its stored covering nodes inside the write transaction and checked against the
+        head row: refused when the rows end before it (cut off) or the nodes lead to
+        another root at its size (changed)."""
         head = conn.execute(_READ_HEAD).fetchone()
         if head is None:
             raise IntegrityError(
                 f"SQLite ledger {self.path} has no tree head (the tree_head row was deleted "
                 "outside the ledger); nothing was written. Run `ledger verify`"
             )
+        mark, root = head_values(head[0], head[1])
+        size = size_after(top)
+        if size < mark:
+            raise IntegrityError(
+                f"SQLite ledger {self.path}: its tree head records {mark} leaves but its "
+                f"rows end at {size}: rows were cut off the end, or an old backup was "
+                "restored; nothing was written. Run `ledger verify`"
+            )
 
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
             return read_nodes(lambda q, p: conn.execute(q, p).fetchall(), "events", "sqlite", keys)
 
-        return self._appender.begin(*head_values(head[0], head[1]), fetch)
+        self._appender.begin(mark, root, fetch)  # the mark's range: checked against its root
+        return self._appender.rebuild(size, fetch)
 
     def _insert_rows(self, conn: sqlite3.Connection, numbered: list[Row]) -> None:
         """Insert numbered rows, ``_STATEMENT_ROWS`` per statement."""
@@ -474,10 +486,30 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 return
             self._closed = True
         self._committer.close()
+        self._mark_head()
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
         self._engine.dispose()
+
+    def _mark_head(self) -> None:
+        """At close: write the head row if commits since it was last written left it
+        behind (one small transaction). A failure is logged: every commit is durable
+        already; only the mark stays behind."""
+        cached = self._appender.cached()
+        if self._unmarked <= 0 or cached is None or self._writer is None:
+            return
+        conn = self._writer_conn()
+        try:
+            self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+            conn.execute(_MARK_HEAD, (cached.size, cached.root(), cached.size))
+            self._retry_busy(lambda: conn.execute("COMMIT"))
+            self._unmarked = 0
+        except (sqlite3.Error, StorageError) as exc:
+            log.warning(
+                "SQLite ledger %s: the tree head was not written at close: %s", self.path, exc
+            )
+            self._abandon(conn)
 
     @property
     def closed(self) -> bool:

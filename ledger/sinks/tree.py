@@ -77,6 +77,7 @@ __all__ = [
     "number_rows",
     "owned_nodes",
     "read_nodes",
+    "size_after",
 ]
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,26 @@ def fetch_nodes(
     return read_nodes(execute, tables.events, conn.dialect.name, keys)
 
 
+def top_leaf(conn: sa.Connection, tables: TreeTables) -> object:
+    """The largest stored leaf index (None in an empty log), by the ``leaf_index``
+    index's last entry. Not checked: a value written by hand may be of any type."""
+    return conn.exec_driver_sql(f"SELECT max({LEAF_COLUMN}) FROM {tables.events}").scalar()
+
+
+def size_after(top: object) -> int:
+    """The tree size whose last leaf index is ``top`` (None: the empty tree);
+    ``IntegrityError`` for a value that is no leaf index (written by hand)."""
+    if top is None:
+        return 0
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise IntegrityError(
+            f"the largest stored leaf index is {top!r}, not a leaf index: the rows were "
+            "changed outside the ledger; run `ledger verify` and restore the database from "
+            "a backup"
+        )
+    return top + 1
+
+
 def head_values(size: object, root: object) -> tuple[int, bytes]:
     """The stored tree head's ``(size, root)`` as an int and bytes; ``IntegrityError``
     when the row holds values of other types (SQLite keeps whatever a hand-written
@@ -238,7 +259,7 @@ class TreeAppender:
 
     def __init__(self) -> None:
         self._frontier: Frontier | None = None
-        self._key: tuple[int, bytes] | None = None
+        self._key: tuple[int, bytes | None] | None = None
 
     def begin(self, size: int, root: bytes, fetch: Any) -> Frontier:
         """The compact range of the committed head ``(size, root)``: the cached one when
@@ -257,21 +278,32 @@ class TreeAppender:
         self._frontier, self._key = frontier, None
         return frontier
 
+    def rebuild(self, size: int, fetch: Any) -> Frontier:
+        """The compact range of the first ``size`` leaves from their stored covering
+        nodes, where the head is where the rows end (the caller checked what it can
+        against the head row; ``ledger verify`` compares the nodes with the rows)."""
+        keys = root_nodes(size)
+        found = fetch(keys) if keys else {}
+        self._frontier, self._key = Frontier.from_nodes(size, _lookup(found)), None
+        return self._frontier
+
     def cached(self) -> Frontier | None:
         """The committed head's range when one is cached (the caller must not change it)."""
         return self._frontier if self._key is not None else None
 
     def root(self) -> bytes:
-        """The cached committed root (only after :meth:`cached` returned a range)."""
-        assert self._key is not None
+        """The cached committed root (only after :meth:`cached` returned a range that
+        was committed with its root)."""
+        assert self._key is not None and self._key[1] is not None
         return self._key[1]
 
     def forget(self) -> None:
         """Drop the cache (after a failed transaction the frontier may be ahead)."""
         self._frontier, self._key = None, None
 
-    def committed(self, frontier: Frontier, root: bytes) -> None:
-        """Remember ``frontier`` as the committed head with ``root``."""
+    def committed(self, frontier: Frontier, root: bytes | None) -> None:
+        """Remember ``frontier`` as the committed head, with its ``root`` (None where
+        the writer does not compute it per commit)."""
         self._frontier, self._key = frontier, (frontier.size, root)
 
 
@@ -293,6 +325,10 @@ class TreeReading:
     _table: sa.Table
     _engine: sa.Engine
     keeps_head = True  # a LeafSource that stores its tree head (ledger.integrity.verify)
+    # True where the stored head is a mark the log reached, written now and then, and
+    # the current head is where the rows end (SQLite: ledger.sinks.sqlite); False where
+    # every commit writes the head (PostgreSQL)
+    head_lags = False
 
     def _reading(self) -> AbstractContextManager[sa.Connection]:
         raise NotImplementedError
@@ -302,7 +338,8 @@ class TreeReading:
 
     # --- the head -------------------------------------------------------------------
 
-    def _head_row(self, conn: sa.Connection) -> tuple[str, int, bytes]:
+    def _stored_head(self, conn: sa.Connection) -> tuple[str, int, bytes]:
+        """``(origin, size, root)`` of the head row, as stored."""
         h = self._trees.head
         row = conn.execute(sa.select(h.c.origin, h.c.size, h.c.root).where(h.c.id == 1)).first()
         if row is None:
@@ -312,6 +349,38 @@ class TreeReading:
             )
         size, root = head_values(row[1], row[2])
         return str(row[0]), size, root
+
+    def _head_row(self, conn: sa.Connection) -> tuple[str, int, bytes]:
+        """``(origin, size, root)`` of the current head: the stored one, or, where the
+        stored head lags (:attr:`head_lags`), where the rows end, checked against it."""
+        origin, size, root = self._stored_head(conn)
+        if not self.head_lags:
+            return origin, size, root
+        now = self._head_size(conn, size)
+        found = fetch_nodes(conn, self._trees, root_nodes(size) + root_nodes(now))
+        if root_from_nodes(size, _lookup(found)) != root:
+            raise IntegrityError(
+                f"the stored tree nodes (events.nodes) lead to another root for size {size} "
+                "than the tree head records: the tree was changed outside the ledger; run "
+                "`ledger verify`"
+            )
+        return origin, now, root_from_nodes(now, _lookup(found))
+
+    def _head_size(self, conn: sa.Connection, stored: int | None = None) -> int:
+        """The current head's size: the stored one, or, where it lags, one past the last
+        stored leaf index, refused when the rows end before the stored head."""
+        if stored is None:
+            stored = self._stored_head(conn)[1]
+        if not self.head_lags:
+            return stored
+        now = size_after(top_leaf(conn, self._trees))
+        if now < stored:
+            raise IntegrityError(
+                f"the ledger's tree head records {stored} leaves but its rows end at "
+                f"{now}: rows were cut off the end, or an old backup was restored; run "
+                "`ledger verify`"
+            )
+        return now
 
     def _tree_frontier(self, conn: sa.Connection) -> Frontier:
         """Inside a write transaction (:meth:`_tree_writing`): the compact range of the
@@ -366,7 +435,7 @@ class TreeReading:
     # --- proofs ---------------------------------------------------------------------
 
     def _size_in_range(self, conn: sa.Connection, size: int | None, what: str) -> int:
-        current = self._head_row(conn)[1]
+        current = self._head_size(conn)
         if size is None:
             return current
         size = _size_arg(size, what)
@@ -522,6 +591,16 @@ class TreeReading:
 
     def stored_head(self) -> tuple[str, TreeHead] | None:
         """``(origin, head)`` as stored, or None when the head row is missing."""
+        try:
+            with self._reading() as conn:
+                origin, size, root = self._stored_head(conn)
+        except IntegrityError:
+            return None
+        return origin, TreeHead(size=size, root=root)
+
+    def current_head(self) -> tuple[str, TreeHead] | None:
+        """``(origin, head)`` now: the stored head, or where it lags, where the rows end
+        (checked against it); None when it cannot be read (``ledger verify`` says why)."""
         try:
             with self._reading() as conn:
                 origin, size, root = self._head_row(conn)

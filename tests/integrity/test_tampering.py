@@ -9,6 +9,7 @@ fork case, where the key is compromised and a second history is signed).
 from __future__ import annotations
 
 import random
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from hypothesis import assume as _assume
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
+from ledger.errors import IntegrityError
 from ledger.integrity import Checkpoint, MemoryTree, Signer, TreeHead, Verifier, generate_key
 from ledger.integrity.merkle import Frontier, leaf_hash
 from ledger.integrity.verify import FindingKind, JSONLLeaves, verify_ledger
@@ -157,6 +159,10 @@ def _run_sql(store: Store, plan: list[tuple[str, int]], how: str, seed: int) -> 
             outside.append(cp.text)
             covered = cp.size
     assume(n > 0)
+    # the writer closes first: an open SQLite writer writes its head row with every 8th
+    # commit, so until then only a checkpoint covers its newest rows (see
+    # test_an_open_writers_newest_rows_are_covered_by_checkpoints_alone)
+    sink.close()
     if how != "none":
         _tamper_sql(store, how, covered, rng)
     result = verify_ledger(store.open(), [VERIFIER], outside)
@@ -305,3 +311,40 @@ def test_an_unknown_key_and_a_tampered_note_are_findings(tmp_path: Path) -> None
     assert kinds.count(FindingKind.UNKNOWN_KEY) == 1
     assert kinds.count(FindingKind.BAD_CHECKPOINT) == 3
     assert result.checkpoints_verified == (3,)
+
+
+def test_an_open_writers_newest_rows_are_covered_by_checkpoints_alone(tmp_path: Path) -> None:
+    """SQLite's head is where its rows end; its head row is a mark the log reached,
+    written with the first commit, every 8th one and at close. Rows cut off below the
+    mark are found without any checkpoint; the newest commits of a writer still open
+    (fewer than 8 since the mark) are found only against a checkpoint that covers them,
+    as in a JSONL file, and ``ledger verify`` names what no checkpoint covers."""
+    from ledger.sinks import SQLiteSink
+    from ledger.sinks.sqlite import MARK_EVERY
+
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        for i in range(2 * MARK_EVERY + 3):
+            sink.commit_action(action("r", f"c{i}"))
+        size = sink.tree_head().size
+        mark = sink.stored_head()
+        assert mark is not None and mark[1].size == 2 * MARK_EVERY + 1  # 1st, 9th, 17th
+        conn = sqlite3.connect(path)
+        conn.execute("DELETE FROM events WHERE leaf_index >= ?", (size - 2,))  # above it
+        conn.commit()
+        shallow = verify_ledger(sink, [VERIFIER])
+        assert shallow.size == size - 2
+        assert {f.kind for f in shallow.findings} == {FindingKind.NO_CHECKPOINT}
+        conn.execute("DELETE FROM events WHERE leaf_index >= ?", (size - 5,))  # below it
+        conn.commit()
+        conn.close()
+        deep = verify_ledger(sink, [VERIFIER])
+        assert not deep.ok and "cut off the end" in deep.errors[0].message
+        with pytest.raises(IntegrityError, match="cut off the end"):
+            sink.commit_action(action("r", "after the cut"))
+    with SQLiteSink(tmp_path / "closed.db") as sink:
+        for i in range(3):
+            sink.commit_action(action("r", f"c{i}"))
+    with SQLiteSink(tmp_path / "closed.db") as sink:  # closing wrote the mark: all 3
+        assert sink.stored_head() is not None
+        assert sink.stored_head()[1] == sink.tree_head()  # type: ignore[index]
