@@ -38,7 +38,7 @@ nodes it takes at most ``2 * L + 2`` node lookups (usually about ``L``), and a r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from ledger.errors import IntegrityError, ValidationError
@@ -655,18 +655,20 @@ class Frontier:
             raise ValidationError(f"a leaf hash is {HASH_SIZE} bytes, not {len(leaf_hash)}")
         self.append_owned(leaf_hash)
 
-    def extend(self, leaf_hashes: Iterable[bytes]) -> None:
-        """Add many leaves (as :meth:`push` each, in one tight loop; no check of the
-        hashes' length: the caller made them with :func:`leaf_hash`). The subtrees'
-        levels are the set bits of the size, so only their hashes are kept in the loop.
+    def extend(
+        self, leaf_hashes: Iterable[bytes], *, keep: Mapping[int, Collection[int]] | None = None
+    ) -> dict[tuple[int, int], bytes]:
+        """Add many leaves (as :meth:`push` each; no check of the hashes' length: the
+        caller made them with :func:`leaf_hash`); return the hashes of the complete
+        nodes named in ``keep`` (``{level: indexes}``) that these leaves create.
 
         >>> f, g = Frontier(), Frontier()
         >>> hashes = [leaf_hash(bytes([i])) for i in range(13)]
         >>> for h in hashes:
         ...     f.push(h)
-        >>> g.extend(hashes)
-        >>> (g.size, g.nodes) == (f.size, f.nodes)
-        True
+        >>> kept = g.extend(hashes, keep={2: [1]})
+        >>> (g.size, g.nodes) == (f.size, f.nodes), kept == {(2, 1): root_hash(hashes[4:8])}
+        (True, True)
         """
         # Level by level, each level's parents in one comprehension: ``cur`` holds the
         # new nodes of one level, the first at index ``start`` (the size shifted down to
@@ -678,18 +680,26 @@ class Frontier:
         start = self._size
         sha256, node = _sha256, _NODE
         kept: list[bytes] = []  # the new frontier's subtrees below the untouched ones
+        found: dict[tuple[int, int], bytes] = {}
+        level = 0
         while cur:
             if start & 1:
                 cur = [hashes.pop(), *cur]
                 start -= 1
+            if keep:
+                for idx in keep.get(level, ()):
+                    if start <= idx < start + len(cur):
+                        found[(level, idx)] = cur[idx - start]
             if len(cur) & 1:
                 kept.append(cur.pop())
             pairs = iter(cur)  # even length here: (0, 1), (2, 3), ...
             cur = [sha256(node + a + b).digest() for a, b in zip(pairs, pairs, strict=True)]
             start >>= 1
+            level += 1
         hashes.extend(reversed(kept))
         self._size = n
         self._levels = [level for level in range(n.bit_length() - 1, -1, -1) if n >> level & 1]
+        return found
 
     def append(self, leaf_hash: bytes) -> list[Node]:
         """Add the next leaf; return the complete aligned nodes it creates, lowest first:

@@ -652,27 +652,26 @@ class _Fold:
     """Leaf hashes folded into the frontier, a list at a time, cut at each size whose
     root is wanted; the wanted nodes are captured on the way."""
 
-    __slots__ = ("frontier", "scan", "stops", "wanted")
+    __slots__ = ("frontier", "keep", "scan", "stops")
 
     def __init__(self, scan: _Scan, want_roots: set[int], wanted: set[tuple[int, int]]) -> None:
-        self.scan, self.frontier, self.wanted = scan, scan.frontier, wanted
+        self.scan, self.frontier = scan, scan.frontier
+        self.keep: dict[int, list[int]] = {}  # the wanted nodes, {level: indexes}
+        for level, idx in wanted:
+            self.keep.setdefault(level, []).append(idx)
         if 0 in want_roots:
             scan.roots[0] = EMPTY_ROOT
         self.stops = sorted(s for s in want_roots if s > 0)
 
     def feed(self, hashes: list[bytes]) -> None:
-        frontier, stops, wanted, scan = self.frontier, self.stops, self.wanted, self.scan
+        frontier, stops, keep, scan = self.frontier, self.stops, self.keep, self.scan
         start = 0
         while start < len(hashes):
             room = stops[0] - frontier.size if stops else len(hashes)
             part = hashes[start : start + room] if room > 0 else hashes[start:]
-            if wanted:
-                for h in part:
-                    for level, idx, node in frontier.append(h):
-                        if (level, idx) in wanted:
-                            scan.nodes[(level, idx)] = node
-            else:
-                frontier.extend(part)
+            found = frontier.extend(part, keep=keep)
+            if found:
+                scan.nodes.update(found)
             start += len(part)
             while stops and frontier.size >= stops[0]:
                 if frontier.size == stops[0]:

@@ -346,3 +346,29 @@ def test_extend_in_chunks_is_pushing_each_leaf(chunks: list[int]) -> None:
         many.extend(part)
         assert (many.size, many.nodes, many.root()) == (one.size, one.nodes, one.root())
     assert many.root() == root_hash(leaves)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    chunks=st.lists(st.integers(0, 70), max_size=8),
+    wanted=st.sets(st.tuples(st.integers(0, 8), st.integers(0, 300)), max_size=12),
+)
+def test_extend_keeps_the_wanted_nodes_it_creates(
+    chunks: list[int], wanted: set[tuple[int, int]]
+) -> None:
+    """The nodes ``extend(keep=...)`` hands back, over any chunking, are exactly the
+    wanted ones that appending the same leaves one at a time creates, with their hashes."""
+    one, many = Frontier(), Frontier()
+    keep: dict[int, list[int]] = {}
+    for level, idx in wanted:
+        keep.setdefault(level, []).append(idx)
+    created: dict[tuple[int, int], bytes] = {}
+    kept: dict[tuple[int, int], bytes] = {}
+    n = 0
+    for k in chunks:
+        part = [leaf_hash(n.to_bytes(4, "big") + bytes([i])) for i in range(k)]
+        n += k
+        for h in part:
+            created.update({(lv, i): x for lv, i, x in one.append(h) if (lv, i) in wanted})
+        kept.update(many.extend(part, keep=keep))
+    assert kept == created
