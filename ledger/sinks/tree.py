@@ -520,6 +520,8 @@ class TreeReading:
                     f"the stored tree head (size {size}) does not match its stored nodes; "
                     "not signed. Run `ledger verify`"
                 )
+            if self.head_lags:
+                self._rows_lead_to(conn, size, root)
             if last is not None:
                 last_size, last_root, last_note = _stored_checkpoint(last)
                 if last_size > size:
@@ -548,6 +550,41 @@ class TreeReading:
                 )
             )
         return cp
+
+    def _rows_lead_to(self, conn: sa.Connection, size: int, root: bytes) -> None:
+        """Where the head lags: the rows above the head row's mark (the newest commits)
+        must lead from the mark's range to ``root``, the one their stored nodes give
+        (else ``IntegrityError``: nothing is signed); then the mark moves to ``size``.
+        The mark's own range was checked against its root by :meth:`_head_row`."""
+        _, mark, mark_root = self._stored_head(conn)
+        if mark >= size:
+            return
+        frontier = TreeAppender().begin(
+            mark, mark_root, lambda keys: fetch_nodes(conn, self._trees, keys)
+        )
+        t = self._table
+        rows = conn.execute(
+            sa.select(t.c.leaf_index, _stored_json(t, conn))
+            .where(t.c.leaf_index >= mark)
+            .order_by(t.c.leaf_index)
+        ).all()
+        if [r[0] for r in rows] != list(range(mark, size)):
+            raise IntegrityError(
+                f"the rows above the tree head's mark ({mark} leaves) are not leaves "
+                f"{mark}..{size - 1} in order; not signed. Run `ledger verify`"
+            )
+        for _, raw in rows:
+            data = _as_bytes(raw)
+            stone = tombstone_of(data)
+            frontier.append(stone.leaf_hash if stone is not None else leaf_hash(data))
+        if frontier.root() != root:
+            raise IntegrityError(
+                f"the newest rows (leaves {mark}..{size - 1}) do not lead to the root their "
+                "stored nodes give: rows or nodes were changed outside the ledger; not "
+                "signed. Run `ledger verify`"
+            )
+        h = self._trees.head
+        conn.execute(h.update().where(h.c.id == 1, h.c.size < size).values(size=size, root=root))
 
     def _sign_again(
         self,
