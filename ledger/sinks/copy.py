@@ -80,7 +80,7 @@ def copy_ledger(
                 "shredded runs would arrive without their erasure records. Keep the "
                 "database itself (a file copy or pg_dump)"
             )
-        erased = _first_erased(reader)
+        erased = _first_erased(reader, source)
         if erased is not None:
             _refuse_erased(erased, src.shown)
         if dst.path is not None and dst.path.exists() and dst.path.stat().st_size:
@@ -179,13 +179,18 @@ def _refuse_erased(event_id: str, source: str) -> None:
     )
 
 
-def _first_erased(reader: Reader) -> str | None:
-    """The id of the first erased row of a SQL ledger, by its stored bytes (a byte search
-    per row: no event is decoded), or None; None too for a source without stored rows
-    (JSONL), whose events are checked as they are copied."""
+def _first_erased(reader: Reader, source: str) -> str | None:
+    """The id of the first erased row of the ledger at ``source``, by its stored bytes (a
+    byte search per row or line: no event is decoded), or None; a JSONL file is read as
+    its lines (else a copy into an existing ledger would stop midway, part written)."""
     rows = getattr(reader, "leaf_rows", None)
     if rows is None:
-        return None
+        found = parse_url(source)
+        if found.scheme != "jsonl" or found.path is None:
+            return None
+        from ledger.integrity.verify import JSONLLeaves  # only when copying
+
+        rows = JSONLLeaves(found.path).leaf_rows
     for _seq, event_id, _index, data in rows():  # LeafRow, or a cursor's plain tuple
         if tombstone_of(data) is not None:
             return str(event_id)
