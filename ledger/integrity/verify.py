@@ -766,6 +766,13 @@ def _scan(
             hashes: list[bytes] = []
             for row in batch:
                 index = row[2]
+                if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
+                    # a leaf index of another type (SQLite keeps whatever an UPDATE gave)
+                    if named < _MAX_NAMED:
+                        findings.append(_not_an_index(LeafRow(*row)))
+                        named += 1
+                    scan.row_findings = True
+                    continue
                 if index != expected:
                     if named < _MAX_NAMED:
                         findings.append(_index_finding(LeafRow(*row), expected))
@@ -792,6 +799,17 @@ def _scan(
     if progress is not None:
         progress(rows)
     return scan
+
+
+def _not_an_index(row: LeafRow) -> Finding:
+    where = f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+    return Finding(
+        kind=FindingKind.CHANGED,
+        message=f"{where} holds the leaf index {row.leaf_index!r}, not a leaf index: its row "
+        "was changed outside the ledger",
+        seq=row.seq,
+        event_id=row.event_id or None,
+    )
 
 
 def _index_finding(row: LeafRow, expected: int) -> Finding:
