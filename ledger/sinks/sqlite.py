@@ -92,7 +92,8 @@ _WRITER_BUSY_MS = 5
 _STATEMENT_ROWS = 2000  # rows per multi-row INSERT (24,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
 _MARK_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size < ?"
-_TOP_LEAF = "SELECT max(leaf_index) FROM events"  # the leaf_index index's last entry
+# the leaf_index index's last entry, and the head row's mark
+_TOP_LEAF = "SELECT (SELECT max(leaf_index) FROM events), (SELECT size FROM tree_head WHERE id = 1)"
 MARK_EVERY = 8  # the head row is written with every 8th commit (and the first, and at close)
 
 
@@ -337,11 +338,20 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         The head is where the rows end; the head row is a mark the log reached, written
         with every :data:`MARK_EVERY`-th commit (so most commits write no page for it).
         The cached range is the committed one when the last stored leaf index is the
-        one it ends at (one index lookup); otherwise (another writer appended, or none
-        is cached) it is rebuilt from the stored nodes and checked against the mark."""
-        top = conn.execute(_TOP_LEAF).fetchone()[0]
+        one it ends at (one index lookup) and the mark is not past it (one read of the
+        head row: else another writer's rows were cut off, and extending the cut rows
+        would soon move the mark over the evidence); otherwise (another writer
+        appended, or none is cached) it is rebuilt from the stored nodes and checked
+        against the mark."""
+        top, mark = conn.execute(_TOP_LEAF).fetchone()
         cached = self._appender.cached()
-        if cached is not None and top == (cached.size - 1 if cached.size else None):
+        if (
+            cached is not None
+            and top == (cached.size - 1 if cached.size else None)
+            # a mark past the cached range: another writer's rows were cut off the end
+            and type(mark) is int
+            and mark <= cached.size
+        ):
             frontier = cached
         else:
             frontier = self._frontier(conn, top)
