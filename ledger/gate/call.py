@@ -59,6 +59,8 @@ from ledger.gate.events import (
     decision_event,
     denial_event,
     describe_attempt,
+    held,
+    hold_decision,
     new_call_id,
     redacted_args,
     result_event,
@@ -258,7 +260,7 @@ class CallSteps:
             return exc
         log.exception("ledger: the gate failed on call %s; denying", cs.call_id)
         reason = f"gate error ({type(exc).__name__})"
-        return self._deny(cs, reason, *cs.pending)
+        return self._deny(cs, reason, *held(cs))
 
     def _deny(self, cs: CallState, reason: str, *pending: Event) -> Denied:
         """The refusal of the call; its events (the attempt's args redacted) are built when
@@ -378,16 +380,15 @@ class CallSteps:
         if verdict is Verdict.NEEDS_APPROVAL:
             verdict = Verdict.DENIED
             reason = f"{reason}; no approver answered (fail-closed)"
-        allowed = verdict is Verdict.ALLOWED
-        recorded = decision_event(cs, verdict, reason, pid, with_args=allowed and cs.safe)
-        if not allowed:
+        if verdict is not Verdict.ALLOWED:
+            recorded = decision_event(cs, verdict, reason, pid, with_args=False)
             raise Denied(reason, [recorded, denial_event(cs, reason, pid)])
+        # the allowed decision is taken now (its id and time) and built when it is written
+        hold_decision(cs, reason, pid, with_args=cs.safe)
         if cs.safe:
-            cs.pending.append(recorded)
             return None
         if not self.recorder.durable:
-            raise self._deny(cs, self.recorder.not_durable, recorded)
-        cs.pending.append(recorded)
+            raise self._deny(cs, self.recorder.not_durable, *held(cs))
         return action_event(cs, reason, pid)
 
     def _ensure_head_for(self, cs: CallState, *, retry: bool = True) -> None:
@@ -398,7 +399,7 @@ class CallSteps:
             raise self._deny(
                 cs,
                 f"the run's request (chain head) {problem} (no record, no action)",
-                *cs.pending,
+                *held(cs),
             )
 
     def _commit(self, cs: CallState, action: Event) -> None:
@@ -431,7 +432,7 @@ class CallSteps:
         except Exception:
             detail = type(exc).__name__
         reason = f"record not durable: {detail}"
-        return self._deny(cs, reason, *cs.pending)
+        return self._deny(cs, reason, *held(cs))
 
     def _outcome(
         self, cs: CallState, result: Any, exc: BaseException | None, start_ns: int
@@ -442,7 +443,7 @@ class CallSteps:
             event = result_event(cs, result, exc, duration)
         except Exception:
             log.exception("ledger: could not build the result of call %s", cs.call_id)
-            return cs.pending
+            return held(cs)
         if event.result is not None:
             found = (event.event_id, content_hash(event.result))
             self._results[cs.call_id] = self._results[cs.key] = found
@@ -450,7 +451,7 @@ class CallSteps:
                 ref = Ref(source=RefSource.TOOL, id=str(event.event_id), hash=found[1])
                 with self._lock:
                     self._safe_reads.append(ref)
-        return [*cs.pending, event]
+        return [*held(cs), event]
 
     def _record_outcome(
         self, cs: CallState, result: Any, exc: BaseException | None, start_ns: int

@@ -37,6 +37,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -47,7 +48,8 @@ from ledger.gate.redact import Redactor, no_redaction
 from ledger.gate.values import PREVIEW_LIMIT, bounded, json_value, marked_jsonable, to_jsonable
 from ledger.ids import new_event_id
 from ledger.model.event import Event
-from ledger.model.values import Actor, Approval, Kind, Ref, RefSource, Verdict
+from ledger.model.values import Actor, Approval, Kind, Ref, RefSource, Verdict, raw_json, text_value
+from ledger.timefmt import utc_now
 
 log = logging.getLogger("ledger.gate")
 
@@ -61,6 +63,8 @@ __all__ = [
     "describe_attempt",
     "dump_json",
     "end_event",
+    "held",
+    "hold_decision",
     "new_call_id",
     "redacted_args",
     "request_event",
@@ -134,7 +138,8 @@ class CallState:
     refs: tuple[Ref, ...] = ()
     request_quote: str = ""
     redact: Redactor = no_redaction
-    pending: list[Event] = field(default_factory=list)
+    pending: list[Event] = field(default_factory=list)  # read through held(cs)
+    decision: _HeldDecision | None = None  # the allowed decision, built when it is written
     committed: bool = False
     kwargs: dict[str, Any] = field(default_factory=dict)
     args_done: bool = False  # args_json and preview describe the call (or cannot)
@@ -209,6 +214,66 @@ def decision_event(
         actor=cs.actor,
         approval=cs.approval,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldDecision:
+    """An allowed decision as it was taken (its id and time minted then), built as an
+    event only when it is written: after the call, off the answer's path."""
+
+    event_id: ULID
+    time: datetime
+    reason: str
+    policy_id: str
+    preview: str
+    args_json: str
+    approval: Approval | None
+    with_args: bool
+
+
+def hold_decision(cs: CallState, reason: str, policy_id: str, *, with_args: bool) -> None:
+    """Take the allowed decision of ``cs`` now (id, time, the values it records, each
+    checked as the event would check it, so a value the event refuses still fails here,
+    before the tool runs) and build its event later (:func:`held`)."""
+    text_value(reason, "reason")
+    if with_args:
+        text_value(cs.preview, "preview")
+        raw_json(cs.args_json, "args")
+    cs.decision = _HeldDecision(
+        event_id=new_event_id(),
+        time=utc_now(),
+        reason=reason,
+        policy_id=policy_id,
+        preview=cs.preview,
+        args_json=cs.args_json,
+        approval=cs.approval,
+        with_args=with_args,
+    )
+
+
+def held(cs: CallState) -> list[Event]:
+    """The events ``cs`` holds for its batch, a held decision built first (once)."""
+    d = cs.decision
+    if d is not None:
+        cs.decision = None
+        event = Event(
+            kind=Kind.GATE_DECISION,
+            event_id=d.event_id,
+            time=d.time,
+            run_id=cs.run_id,
+            call_id=cs.call_id,
+            agent_path=cs.agent_path,
+            tool=cs.tool,
+            label=f"safe:{d.policy_id}" if cs.safe else d.policy_id,
+            preview=d.preview if d.with_args else "",
+            args=d.args_json if d.with_args else None,
+            verdict=Verdict.ALLOWED,
+            reason=d.reason,
+            actor=cs.actor,
+            approval=d.approval,
+        )
+        cs.pending.insert(0, event)
+    return cs.pending
 
 
 def why(cs: CallState, reason: str, policy_id: str) -> str:

@@ -37,6 +37,7 @@ from ledger.gate.events import (
     CancelledBeforeRun,
     denial_event,
     describe_attempt,
+    held,
     result_event,
 )
 from ledger.gate.recorder import Recorder
@@ -76,7 +77,7 @@ def after_commit_interrupted(
     try:
         if not future.cancelled() and future.exception() is None:
             note = result_event(cs, None, CancelledBeforeRun(what), 0)
-            recorder.write([*cs.pending, note])
+            recorder.write([*held(cs), note])
         else:
             _denied(recorder, cs, f"{what} before the tool ran")
     except BaseException as again:
@@ -92,7 +93,7 @@ def _describe(cs: CallState) -> None:
 
 
 def _denied(recorder: Recorder, cs: CallState, why: str) -> None:
-    pending = [overruled(e, cs.call_id, why) for e in cs.pending]
+    pending = [overruled(e, cs.call_id, why) for e in held(cs)]
     recorder.write([*pending, denial_event(cs, why)])
 
 
@@ -106,7 +107,7 @@ def _settle(recorder: Recorder, cs: CallState, action: Event, why: str) -> None:
     if outcome == "duplicate":  # the action was committed; the tool did not run
         what = why.removesuffix(" before the tool ran")
         note = result_event(cs, None, CancelledBeforeRun(what), 0)
-        recorder.write([*cs.pending, note])
+        recorder.write([*held(cs), note])
         return
     if outcome == "failed":
         log.warning(
@@ -114,4 +115,4 @@ def _settle(recorder: Recorder, cs: CallState, action: Event, why: str) -> None:
             "recorded; the tool did not run",
             cs.call_id,
         )
-    recorder.write([overruled(e, cs.call_id, why) for e in cs.pending])
+    recorder.write([overruled(e, cs.call_id, why) for e in held(cs)])
