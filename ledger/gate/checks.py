@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
+from types import FunctionType
 from typing import Any
 
 from ledger.gate.values import NotJSON
@@ -23,15 +24,21 @@ from ledger.model.values import Ref
 
 __all__ = ["not_a_value", "not_json", "refs_of", "unusable_fn"]
 
-_DEFERRED = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR | inspect.CO_COROUTINE
+_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+_DEFERRED = _GENERATORS | inspect.CO_COROUTINE
+_ASYNC = "the tool is async; call it with acall"
 
 
 def unusable_fn(fn: Any, *, sync: bool) -> str:
     """Why ``fn`` cannot be gated (``""`` when it can): a tool's effect must happen
     inside the call, between the commit and the recorded result."""
-    code = getattr(fn, "__code__", None)  # a plain function: one flag test decides
-    if code is not None and not code.co_flags & _DEFERRED and callable(fn):
-        return ""
+    code = getattr(fn, "__code__", None)  # a plain function: its flags decide
+    if code is not None and callable(fn):
+        flags = code.co_flags
+        if not flags & _DEFERRED:
+            return ""
+        if type(fn) is FunctionType and not flags & _GENERATORS:  # an ``async def``
+            return _ASYNC if sync else ""
     if not callable(fn):
         return f"the tool function is not callable ({type(fn).__name__})"
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
@@ -40,7 +47,7 @@ def unusable_fn(fn: Any, *, sync: bool) -> str:
             "its result; return a value (for example a list) instead"
         )
     if sync and inspect.iscoroutinefunction(fn):
-        return "the tool is async; call it with acall"
+        return _ASYNC
     return ""
 
 

@@ -65,6 +65,7 @@ class Recorder:
         "_commit_action",
         "_names",
         "_record_many",
+        "_ref_ids",
         "durable",
         "limits",
         "not_durable",
@@ -99,6 +100,7 @@ class Recorder:
         self.redact: Redactor = redact
         self.limits: KeyLimits = key_limits(sink)
         self._names: dict[tuple[str, str], RecordedName] = {}
+        self._ref_ids: dict[str, str] = {}
         commit = getattr(sink, "commit_action", None)
         joins = getattr(sink, "joins_caller_transaction", False) is True
         self._commit_action: Callable[[Event], None] | None = (
@@ -141,14 +143,23 @@ class Recorder:
 
     def ref(self, ref: Ref) -> Ref:
         """``ref`` with its id redacted (an id can be a URL holding a password); the
-        content hash is kept. A redactor that fails withholds the id."""
-        try:
-            clean = self.redact(ref.id)
-        except Exception:
-            clean = "[ref id withheld: redaction failed]"
-        if not isinstance(clean, str):
-            clean = "[ref id withheld: the redactor did not return text]"
-        return ref if clean == ref.id else Ref(source=ref.source, id=clean, hash=ref.hash)
+        content hash is kept. A redactor that fails withholds the id. Ref ids repeat (a
+        tool's definition, cited by each of its calls), so, as for names, the answers
+        are remembered (a bounded number of them)."""
+        rid = ref.id
+        clean = self._ref_ids.get(rid) if len(rid) <= 256 else None
+        if clean is None:
+            try:
+                clean = self.redact(rid)
+            except Exception:
+                clean = "[ref id withheld: redaction failed]"
+            if not isinstance(clean, str):
+                clean = "[ref id withheld: the redactor did not return text]"
+            if len(rid) <= 256:
+                if len(self._ref_ids) >= 4096:
+                    self._ref_ids.clear()
+                self._ref_ids[rid] = clean
+        return ref if clean == rid else Ref(source=ref.source, id=clean, hash=ref.hash)
 
     def commit(self, action: Event) -> None:
         """Commit ``action`` durably; raises whatever the sink raises."""

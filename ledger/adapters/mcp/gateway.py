@@ -249,7 +249,17 @@ class _GatewayPolicy:
         return self._refusal(call) or self.inner.decide(call)
 
     async def adecide(self, call: ToolCall) -> Decision:
-        return self._refusal(call) or await _ask(self.inner, call)
+        refused = self._refusal(call)
+        if refused is not None:
+            return refused
+        # _ask inlined: one coroutine less per call
+        adecide = getattr(self.inner, "adecide", None)
+        answer: object = await adecide(call) if adecide is not None else self.inner.decide(call)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if not isinstance(answer, Decision):
+            raise TypeError(f"policy {type(self.inner).__name__} returned {type(answer).__name__}")
+        return answer
 
 
 class McpGateway:
