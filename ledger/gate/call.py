@@ -334,7 +334,7 @@ class CallSteps:
         and build the preview and refs; a failure denies without showing the values."""
         try:
             cs.args_json = redacted_args(cs.kwargs, cs.redact)
-            cs.preview = args_preview(cs.tool, cs.args_json, cs.redact)
+            cs.preview = args_preview(cs.tool, cs.args_json, self.recorder.redacted_text)
             cited = self._evidence_for(cs, list(refs_of(evidence)))
             cs.refs = (self._request_ref, *map(self.recorder.ref, cited))
             cs.args_done = True
@@ -370,7 +370,7 @@ class CallSteps:
         pid = self.recorder.name(decision.policy_id, "policy id", key_field=False).value
         if reason:  # a policy may quote the args it judged: its reason is redacted too
             try:
-                reason = cs.redact(reason)
+                reason = self.recorder.redacted_text(reason)
                 if not isinstance(reason, str):
                     raise TypeError("the redactor did not return text for the reason")
             except Exception as exc:

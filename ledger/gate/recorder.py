@@ -36,7 +36,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ledger.errors import DuplicateEvent, ToolDenied
 from ledger.gate.names import RecordedName, recorded_name
@@ -65,7 +65,7 @@ class Recorder:
         "_commit_action",
         "_names",
         "_record_many",
-        "_ref_ids",
+        "_texts",
         "durable",
         "limits",
         "not_durable",
@@ -100,7 +100,7 @@ class Recorder:
         self.redact: Redactor = redact
         self.limits: KeyLimits = key_limits(sink)
         self._names: dict[tuple[str, str], RecordedName] = {}
-        self._ref_ids: dict[str, str] = {}
+        self._texts: dict[str, str] = {}
         commit = getattr(sink, "commit_action", None)
         joins = getattr(sink, "joins_caller_transaction", False) is True
         self._commit_action: Callable[[Event], None] | None = (
@@ -143,23 +143,29 @@ class Recorder:
 
     def ref(self, ref: Ref) -> Ref:
         """``ref`` with its id redacted (an id can be a URL holding a password); the
-        content hash is kept. A redactor that fails withholds the id. Ref ids repeat (a
-        tool's definition, cited by each of its calls), so, as for names, the answers
+        content hash is kept. A redactor that fails withholds the id."""
+        try:
+            clean = self.redacted_text(ref.id)
+        except Exception:
+            clean = "[ref id withheld: redaction failed]"
+        if not isinstance(clean, str):
+            clean = "[ref id withheld: the redactor did not return text]"
+        return ref if clean == ref.id else Ref(source=ref.source, id=clean, hash=ref.hash)
+
+    def redacted_text(self, text: str) -> Any:
+        """``redact(text)``, what the redactor answers (it raises what the redactor
+        raises). Short texts repeat (a tool's name in each preview, a policy's reason,
+        the definition ref each call cites), so, as for :meth:`name`, the text answers
         are remembered (a bounded number of them)."""
-        rid = ref.id
-        clean = self._ref_ids.get(rid) if len(rid) <= 256 else None
-        if clean is None:
-            try:
-                clean = self.redact(rid)
-            except Exception:
-                clean = "[ref id withheld: redaction failed]"
-            if not isinstance(clean, str):
-                clean = "[ref id withheld: the redactor did not return text]"
-            if len(rid) <= 256:
-                if len(self._ref_ids) >= 4096:
-                    self._ref_ids.clear()
-                self._ref_ids[rid] = clean
-        return ref if clean == rid else Ref(source=ref.source, id=clean, hash=ref.hash)
+        found = self._texts.get(text)
+        if found is not None:
+            return found
+        clean = self.redact(text)
+        if isinstance(clean, str) and len(text) <= 256:
+            if len(self._texts) >= 4096:
+                self._texts.clear()
+            self._texts[text] = clean
+        return clean
 
     def commit(self, action: Event) -> None:
         """Commit ``action`` durably; raises whatever the sink raises."""

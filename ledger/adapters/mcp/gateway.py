@@ -572,10 +572,16 @@ class McpGateway:
         )
         self._tasks.add(call)
         session.pending.add(call)
-        call.add_done_callback(session.pending.discard)
-        call.add_done_callback(self._tasks.discard)
-        call.add_done_callback(_retrieve)
-        call.add_done_callback(lambda _: answer.done() or answer.cancel())
+        tasks = self._tasks
+
+        def done(finished: asyncio.Future[Any]) -> None:  # one callback, not four
+            session.pending.discard(finished)
+            tasks.discard(finished)
+            _retrieve(finished)
+            if not answer.done():
+                answer.cancel()
+
+        call.add_done_callback(done)
         session.inflight += 1
         try:
             try:
@@ -627,8 +633,10 @@ class McpGateway:
         down = self._down
         if down is None:
             raise GatewayError("the gateway is not started")
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(
+        # built without validating again: every value was validated already (the SDK
+        # checked the upstream request's params; the gate snapshotted the args as JSON)
+        request = types.CallToolRequest.model_construct(
+            params=types.CallToolRequestParams.model_construct(
                 name=name,
                 arguments=args,
                 input_responses=params.input_responses,
@@ -868,7 +876,8 @@ class McpGateway:
         if key is not None and key in self._sessions:
             session = self._sessions[key]
             session.used = now
-            await session.ready.wait()  # its run may still be writing its request
+            if not session.ready.is_set():
+                await session.ready.wait()  # its run may still be writing its request
             return session, False
         if not create:
             return None, False
