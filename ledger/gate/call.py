@@ -68,7 +68,7 @@ from ledger.gate.events import (
 from ledger.gate.interrupt import after_commit_interrupted, interruption, record_interrupted
 from ledger.gate.names import unique_name
 from ledger.gate.policy import Decision, ToolCall, adecide, decide
-from ledger.gate.recorder import Recorder, executor, in_thread
+from ledger.gate.recorder import Recorder, in_thread, submit_waited
 from ledger.gate.values import PREVIEW_LIMIT, NotJSON, bounded, json_value
 from ledger.model.event import Event
 from ledger.model.values import Actor, Ref, RefSource, Verdict
@@ -413,12 +413,14 @@ class CallSteps:
         cs.committed = True
 
     async def _acommit(self, cs: CallState, action: Event) -> None:
-        future = executor().submit(self.recorder.commit, action)
+        waiter, future = submit_waited(self.recorder.commit, action)
         try:
-            await asyncio.wrap_future(future)
+            await waiter
         except Exception as exc:
             raise self._commit_failed(cs, exc) from None
         except BaseException as exc:  # cancelled, closed or interrupted while it commits
+            if isinstance(exc, asyncio.CancelledError):  # as asyncio.wrap_future did:
+                future.cancel()  # not started yet, it never runs (recorded as denied)
             what = interruption(exc)
             future.add_done_callback(lambda f: after_commit_interrupted(self.recorder, cs, f, what))
             cs.committed = True  # the callback records the outcome

@@ -32,11 +32,12 @@ What it holds and decides:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Literal, TypeVar, cast
 
 from ledger.errors import DuplicateEvent, ToolDenied
 from ledger.gate.names import RecordedName, recorded_name
@@ -46,7 +47,7 @@ from ledger.model.event import Event
 from ledger.model.values import Ref
 from ledger.sinks.base import KeyLimits, Sink, key_limits
 
-__all__ = ["Recorder", "executor", "in_thread"]
+__all__ = ["Recorder", "executor", "in_thread", "submit_waited"]
 
 log = logging.getLogger("ledger.gate")
 T = TypeVar("T")
@@ -240,5 +241,44 @@ def executor() -> ThreadPoolExecutor:
 async def in_thread(fn: Callable[..., T], *args: object) -> T:
     """``fn(*args)`` on the gate's worker threads, awaited. Cancelling the awaiting task
     does not cancel ``fn``: once handed over, it runs to its end (a write is not lost)."""
-    future = asyncio.wrap_future(executor().submit(fn, *args))
-    return await asyncio.shield(future)
+    waiter, _ = submit_waited(fn, *args)
+    return await waiter
+
+
+def submit_waited(fn: Callable[..., T], *args: object) -> tuple[asyncio.Future[T], Future[T]]:
+    """``fn(*args)`` handed to the gate's worker threads: an asyncio future the running
+    loop can await (cancelling it leaves ``fn`` alone) and the worker's own future. The
+    worker wakes the loop once, when ``fn`` has returned or raised: leaner than
+    ``asyncio.wrap_future``, which chains the two futures through the loop (and on a
+    cancellation would try to cancel ``fn``)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[T] = loop.create_future()
+
+    def run() -> T:
+        try:
+            value = fn(*args)
+        except BaseException as exc:
+            _wake(loop, waiter, None, exc)
+            raise
+        _wake(loop, waiter, value, None)
+        return value
+
+    return waiter, executor().submit(run)
+
+
+def _wake(
+    loop: asyncio.AbstractEventLoop,
+    waiter: asyncio.Future[T],
+    value: T | None,
+    exc: BaseException | None,
+) -> None:
+    def settle() -> None:
+        if waiter.done():  # the awaiting task was cancelled meanwhile
+            return
+        if exc is None:
+            waiter.set_result(cast(T, value))
+        else:
+            waiter.set_exception(exc)
+
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        loop.call_soon_threadsafe(settle)
