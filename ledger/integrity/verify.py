@@ -801,8 +801,13 @@ def _scan(
     return scan
 
 
+def _place(row: LeafRow) -> str:
+    """How a finding names a row: its ``seq`` and, when it has one, its event id."""
+    return f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+
+
 def _not_an_index(row: LeafRow) -> Finding:
-    where = f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+    where = _place(row)
     return Finding(
         kind=FindingKind.CHANGED,
         message=f"{where} holds the leaf index {row.leaf_index!r}, not a leaf index: its row "
@@ -813,7 +818,7 @@ def _not_an_index(row: LeafRow) -> Finding:
 
 
 def _index_finding(row: LeafRow, expected: int) -> Finding:
-    where = f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+    where = _place(row)
     index = row.leaf_index
     if index is None:
         return Finding(
@@ -907,7 +912,7 @@ def _localize(source: LeafSource, findings: list[Finding]) -> None:
         committed = stored.get(index)
         if committed == h or named >= _MAX_NAMED:
             continue
-        where = f"row seq={row.seq}" + (f" (event {row.event_id})" if row.event_id else "")
+        where = _place(row)
         other = where_is.get(h)
         if committed is None:
             finding = Finding(
