@@ -57,3 +57,15 @@ def env() -> dict[str, str]:
 
 
 PY = sys.executable
+
+
+def one_error_line(cmd: list[str]) -> str:
+    """Run ``cmd`` (stdin empty) and return its only stderr line, which must be the
+    CLI's ``ledger: error:`` line, the exit status 1."""
+    done = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env()
+    )
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ledger: error:"), done.stderr
+    return lines[0]

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("mcp_server_time")
 
-from tests.adapters.conftest import PY, env
+from tests.adapters.conftest import PY, env, one_error_line
 
 
 def proxy_cmd(db: Path, port: int) -> list[str]:
@@ -25,19 +25,8 @@ def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            proxy_cmd(tmp_path / "l.db", port),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env(),
-        )
-    assert done.returncode == 1, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("ledger: error:") and str(port) in lines[0]
-    assert "in use" in lines[0] and "--http" in lines[0]
+        line = one_error_line(proxy_cmd(tmp_path / "l.db", port))
+    assert str(port) in line and "in use" in line and "--http" in line
 
 
 def test_sigterm_stops_the_http_proxy_without_a_traceback(tmp_path: Path) -> None:

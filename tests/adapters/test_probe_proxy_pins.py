@@ -7,7 +7,6 @@ line naming the file), rather than warn and serve without the protection asked f
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,24 +20,14 @@ from ledger import Gate
 from ledger.adapters.mcp import McpGateway
 from ledger.adapters.mcp.gateway import GatewayError
 from ledger.sinks import SQLiteSink
-from tests.adapters.conftest import PY, env
+from tests.adapters.conftest import PY, env, one_error_line
 
 
 def test_an_unwritable_pins_file_stops_the_proxy_before_it_serves(tmp_path: Path) -> None:
     pins = tmp_path / "missing" / "pins.json"
     cmd = [PY, "-m", "ledger", "mcp", "proxy", "--db", f"sqlite:///{tmp_path / 'l.db'}"]
-    done = subprocess.run(
-        [*cmd, "--pins", str(pins), "--", PY, "-m", "mcp_server_time"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env(),
-    )
-    assert done.returncode == 1, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ledger: error:"), done.stderr
-    assert str(pins) in lines[0]
+    line = one_error_line([*cmd, "--pins", str(pins), "--", PY, "-m", "mcp_server_time"])
+    assert str(pins) in line
 
 
 def test_the_gateway_refuses_to_start_without_its_pins(tmp_path: Path) -> None:
