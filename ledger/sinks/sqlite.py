@@ -22,10 +22,14 @@ after ``lock_wait`` seconds). SQLite's single writer lock makes ``seq`` order eq
 commit order, which ``events(after=...)`` relies on.
 
 The Merkle log (:mod:`ledger.sinks.tree`): inside that ``BEGIN IMMEDIATE`` transaction the
-batch's rows are numbered from the tree head's size and the nodes they complete and the
-new head are written before the ``COMMIT``, so a commit holds its events, their leaves
-and the head, or none of them (a SIGKILL at any point included), and writers in any
-number of processes never share or skip a leaf index.
+batch's rows are numbered from the tree's size (one past the last stored leaf index) and
+each is inserted with the nodes it completes, so a commit holds its events and their
+leaves, or none of them (a SIGKILL at any point included), and writers in any number of
+processes never share or skip a leaf index. The head is where the rows end; the
+``tree_head`` row is a mark the log reached, written in the transaction of a sink's first
+commit, every :data:`MARK_EVERY`-th one and at close (so most commits write no page for
+it): rows cut off below the mark are found and refused; an open writer's newest commits
+above it are covered by checkpoints alone (docs/integrity.md, "The head").
 """
 
 from __future__ import annotations

@@ -16,16 +16,18 @@ exactly as stored)``. The tree lives in the ``events`` rows and two tables besid
     tree_checkpoints        size -> root, the signed note, creation time (microseconds)
 
 Keeping each node with the leaf that completes it makes a commit one ``INSERT`` of the
-rows (plus the head's ``UPDATE``): no index or table page of its own to write per commit.
+rows: no index or table page of the tree's own to write per commit (on PostgreSQL the
+head row's ``UPDATE`` in the same statement; on SQLite the head row is a mark written
+with every 8th commit, :attr:`TreeReading.head_lags`).
 
 The write path (:class:`TreeAppender`) runs inside the transaction that inserts the
-events: it reads the head (under the writers' lock: SQLite's ``BEGIN IMMEDIATE``, a
-``SELECT ... FOR UPDATE`` of the head row on PostgreSQL), numbers the new rows from the
-head's size and gives each the nodes it completes, and writes the new head, so a commit
-either holds the events, their leaves and the head, or none of them. A batch of the group
-commit is one tree update. The appender caches the compact range (the ``popcount(n)``
-subtrees covering the tree) keyed by ``(size, root)``: when another writer moved the
-head, the range is rebuilt from ``popcount(size)`` stored nodes in one query.
+events, under the writers' lock (SQLite's ``BEGIN IMMEDIATE``, a ``SELECT ... FOR
+UPDATE`` of the head row on PostgreSQL): it numbers the new rows from the tree's size and
+gives each the nodes it completes, so a commit either holds the events and their leaves
+(and, where it writes one, the head) or none of them. A batch of the group commit is one
+tree update. The appender caches the compact range (the ``popcount(n)`` subtrees
+covering the tree): when another writer appended, the range is rebuilt from
+``popcount(size)`` stored nodes in one query.
 
 Proofs and roots read O(log n) stored nodes in one query (:class:`TreeReading`): the
 ``(level, idx)`` keys come from :func:`~ledger.integrity.merkle.inclusion_nodes` and
@@ -390,7 +392,7 @@ class TreeReading:
 
     def _tree_moved(self, conn: sa.Connection, after: Frontier) -> None:
         """Inside that transaction, after rows numbered from :meth:`_tree_frontier` were
-        inserted: store the new head."""
+        inserted: store the new head (where it lags, the mark moves to it)."""
         h = self._trees.head
         conn.execute(h.update().where(h.c.id == 1).values(size=after.size, root=after.root()))
 
