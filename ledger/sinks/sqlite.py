@@ -385,8 +385,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         def fetch(keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
             return read_nodes(lambda q, p: conn.execute(q, p).fetchall(), "events", "sqlite", keys)
 
-        self._appender.begin(mark, root, fetch)  # the mark's range: checked against its root
-        return self._appender.rebuild(size, fetch)
+        marked = self._appender.begin(mark, root, fetch)  # checked against the mark's root
+        return marked if size == mark else self._appender.rebuild(size, fetch)
 
     def _insert_rows(self, conn: sqlite3.Connection, numbered: list[Row]) -> None:
         """Insert numbered rows, ``_STATEMENT_ROWS`` per statement."""

@@ -630,19 +630,19 @@ class TreeReading:
 
     def stored_head(self) -> tuple[str, TreeHead] | None:
         """``(origin, head)`` as stored, or None when the head row is missing."""
-        try:
-            with self._reading() as conn:
-                origin, size, root = self._stored_head(conn)
-        except IntegrityError:
-            return None
-        return origin, TreeHead(size=size, root=root)
+        return self._read_head(self._stored_head)
 
     def current_head(self) -> tuple[str, TreeHead] | None:
         """``(origin, head)`` now: the stored head, or where it lags, where the rows end
         (checked against it); None when it cannot be read (``ledger verify`` says why)."""
+        return self._read_head(self._head_row)
+
+    def _read_head(
+        self, read: Callable[[sa.Connection], tuple[str, int, bytes]]
+    ) -> tuple[str, TreeHead] | None:
         try:
             with self._reading() as conn:
-                origin, size, root = self._head_row(conn)
+                origin, size, root = read(conn)
         except IntegrityError:
             return None
         return origin, TreeHead(size=size, root=root)
