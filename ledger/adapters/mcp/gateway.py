@@ -79,7 +79,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types.methods import SERVER_RESULTS, is_input_required
+from mcp_types.methods import SERVER_RESULTS, is_input_required, validate_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace as otel_trace
 from pydantic import TypeAdapter
@@ -91,6 +91,7 @@ from ledger.adapters.mcp.definitions import (
     definition_of,
     definition_ref,
 )
+from ledger.adapters.mcp.stdio import StdioLane
 from ledger.canonical import sha256_of
 from ledger.errors import LedgerError, ToolDenied
 from ledger.gate import AllowList, Decision, Gate, Policy, Run, ToolCall
@@ -125,6 +126,7 @@ _Downstream = StdioServerParameters | str | Server[Any] | Client
 _CALL_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
 )
+_CONTINUATION = ("inputResponses", "requestState")  # a multi-round-trip call's own params
 _AS_RECEIVED: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _Answer = dict[str, Any]  # a tool result or an input-required result, as received
 _Reply = types.CallToolResult | types.InputRequiredResult | _Answer
@@ -306,6 +308,7 @@ class McpGateway:
         self.tools: dict[str, _Tool] = {}
         self.down_error = ""  # why the downstream server cannot be used, once it cannot
         self._down: Client | None = None
+        self._lane: StdioLane | None = None  # a stdio server's direct lane for tools/call
         self._stack: AsyncExitStack | None = None
         self._sessions: dict[object, _Session] = {}
         self._named: dict[object, _Session] = {}  # sessions named in `_meta`
@@ -329,7 +332,9 @@ class McpGateway:
             if isinstance(spec, Client):
                 self._down = spec
             else:
-                client = Client(spec, message_handler=self._on_downstream_message)
+                if isinstance(spec, StdioServerParameters):  # calls go by the direct lane
+                    self._lane = StdioLane(spec)
+                client = Client(self._lane or spec, message_handler=self._on_downstream_message)
                 self._down = await stack.enter_async_context(client)
             info = self._down.server_info
             if not self.name:
@@ -633,23 +638,12 @@ class McpGateway:
         down = self._down
         if down is None:
             raise GatewayError("the gateway is not started")
-        # built without validating again: every value was validated already (the SDK
-        # checked the upstream request's params; the gate snapshotted the args as JSON)
-        request = types.CallToolRequest.model_construct(
-            params=types.CallToolRequestParams.model_construct(
-                name=name,
-                arguments=args,
-                input_responses=params.input_responses,
-                request_state=params.request_state,
-            )
-        )
+        lane = self._lane
         try:
-            # `send_request`, not `call_tool`: the answer is passed on as soon as the SDK
-            # has checked it is a tools/call result; its structured content is checked
-            # against the output schema while the call is recorded (`_check_output`)
-            result: _Answer = await down.session.send_request(
-                request, cast(Any, _AS_RECEIVED), request_read_timeout_seconds=self.call_timeout
-            )
+            if lane is not None:
+                result = await self._forward_by_lane(lane, down, name, args, params)
+            else:
+                result = await self._forward_by_session(down, name, args, params)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 self.down_error = f"the downstream MCP server {self.name} has exited"
@@ -669,10 +663,58 @@ class McpGateway:
                 f"the downstream MCP server {self.name} did not answer {name!r} within "
                 f"{self.call_timeout}s",
             ) from None
-        if ("tools/call", down.session.protocol_version or LATEST_HANDSHAKE) not in SERVER_RESULTS:
-            _CALL_RESULT.validate_python(result, by_name=False)  # the SDK did not check it
         if is_input_required(result):
             raise _InputRequired(result)
+        return result
+
+    async def _forward_by_lane(
+        self,
+        lane: StdioLane,
+        down: Client,
+        name: str,
+        args: dict[str, Any],
+        params: types.CallToolRequestParams,
+    ) -> _Answer:
+        """``tools/call`` straight down the stdio pipe (:class:`StdioLane`); the answer
+        checked against the protocol version's schema of a tools/call result, as the
+        SDK's ``send_request`` checks it."""
+        sent: dict[str, Any] = {"name": name, "arguments": args}
+        if params.input_responses is not None or params.request_state is not None:
+            more = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            sent.update((k, v) for k, v in more.items() if k in _CONTINUATION)
+        result = await lane.request("tools/call", sent, timeout=self.call_timeout)
+        version = down.session.protocol_version or LATEST_HANDSHAKE
+        if ("tools/call", version) in SERVER_RESULTS:
+            validate_server_result("tools/call", version, result)
+        else:
+            _CALL_RESULT.validate_python(result, by_name=False)
+        return result
+
+    async def _forward_by_session(
+        self,
+        down: Client,
+        name: str,
+        args: dict[str, Any],
+        params: types.CallToolRequestParams,
+    ) -> _Answer:
+        # built without validating again: every value was validated already (the SDK
+        # checked the upstream request's params; the gate snapshotted the args as JSON)
+        request = types.CallToolRequest.model_construct(
+            params=types.CallToolRequestParams.model_construct(
+                name=name,
+                arguments=args,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+            )
+        )
+        # `send_request`, not `call_tool`: the answer is passed on as soon as the SDK
+        # has checked it is a tools/call result; its structured content is checked
+        # against the output schema while the call is recorded (`_check_output`)
+        result: _Answer = await down.session.send_request(
+            request, cast(Any, _AS_RECEIVED), request_read_timeout_seconds=self.call_timeout
+        )
+        if ("tools/call", down.session.protocol_version or LATEST_HANDSHAKE) not in SERVER_RESULTS:
+            _CALL_RESULT.validate_python(result, by_name=False)  # the SDK did not check it
         return result
 
     async def _check_output(self, name: str, result: _Answer) -> None:
