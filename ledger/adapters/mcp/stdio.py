@@ -37,6 +37,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from typing import Any, TextIO
@@ -44,6 +45,7 @@ from typing import Any, TextIO
 import anyio
 import mcp_types as types
 import orjson
+import pydantic_core
 from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPError
@@ -67,6 +69,8 @@ _ENVELOPE = (
 )
 _STOP_WAIT = 2.0  # seconds after stdin closes, and again after SIGTERM (the SDK's own)
 _CHUNK = 1 << 16
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_UTF8 = frozenset({"utf-8", "utf8", "utf_8"})
 
 
 class StdioLane:
@@ -230,12 +234,13 @@ class StdioLane:
 
     async def _deliver(self, line: bytes, to_session: Any, encoding: str, errors: str) -> None:
         try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            try:  # what orjson refuses and JSON allows (integers past 64 bits)
-                obj = json.loads(line.decode(encoding, errors))
-            except ValueError:
-                obj = None
+            obj = _parse(line, encoding, errors)
+        except ValueError as exc:
+            if self._fail_answer(line, exc, encoding):
+                return
+            log.warning("mcp gateway: the downstream server wrote a malformed message: %s", exc)
+            await to_session.send(exc)
+            return
         if type(obj) is dict and "method" not in obj and type(obj.get("id")) is str:
             answer = self._pending.pop(obj["id"], None)
             if answer is not None:
@@ -243,17 +248,30 @@ class StdioLane:
                     answer.set_result(obj)
                 return
         try:
-            text = line.decode(encoding, errors)
-            message = (
-                types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-                if obj is None
-                else types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
-            )
+            message = types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
         except ValueError as exc:
             log.warning("mcp gateway: the downstream server wrote a malformed message: %s", exc)
             await to_session.send(exc)
             return
         await to_session.send(SessionMessage(message))
+
+    def _fail_answer(self, line: bytes, exc: ValueError, encoding: str) -> bool:
+        """A line the SDK would refuse (bytes not in the encoding, a lone surrogate) that
+        answers a request of the lane fails that request now, not at its timeout."""
+        try:
+            obj = json.loads(line.decode(encoding, "replace"))
+        except ValueError:
+            return False
+        if type(obj) is not dict or "method" in obj or type(obj.get("id")) is not str:
+            return False
+        answer = self._pending.pop(obj["id"], None)
+        if answer is None:
+            return False
+        if not answer.done():
+            answer.set_exception(
+                MCPError(types.PARSE_ERROR, f"the server wrote an answer that is not valid: {exc}")
+            )
+        return True
 
     async def _write(self, from_session: Any) -> None:
         """Write the SDK session's messages to the server's stdin; keep the ``_meta``
@@ -266,9 +284,14 @@ class StdioLane:
             async for item in from_session:
                 message = item.message
                 if isinstance(message, types.JSONRPCRequest):
+                    # the latest request's: a handshake after a 2026-07-28 probe
+                    # (``server/discover``) leaves none, as the SDK's own requests carry
                     meta = (message.params or {}).get("_meta")
-                    if isinstance(meta, dict):
-                        self._envelope = {k: meta[k] for k in _ENVELOPE if k in meta}
+                    self._envelope = (
+                        {k: meta[k] for k in _ENVELOPE if k in meta}
+                        if isinstance(meta, dict)
+                        else {}
+                    )
                 text = message.model_dump_json(by_alias=True, exclude_unset=True)
                 stdin.write((text + "\n").encode(encoding, errors))
                 await stdin.drain()
@@ -278,6 +301,18 @@ class StdioLane:
             self._close(f"the downstream MCP server's stdin is closed ({exc})")
             if self._to_session is not None:
                 self._to_session.close()  # the session sees the connection end
+
+
+def _parse(line: bytes, encoding: str, errors: str) -> Any:
+    """One line of JSON as the SDK reads it (``pydantic_core``'s parser: integers of any
+    size exact, NaN and infinities allowed, lone surrogates and bytes the encoding does
+    not allow refused, ``ValueError``), by ``orjson`` where it gives the same value: it
+    turns an integer past 64 bits into a float, so a line with a run of 19 digits or more
+    is left to the SDK's parser (and so is a server's other encoding)."""
+    if encoding.lower() in _UTF8 and _LONG_DIGITS.search(line) is None:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            return orjson.loads(line)
+    return pydantic_core.from_json(line.decode(encoding, errors))
 
 
 def _result_of(reply: dict[str, Any]) -> dict[str, Any]:
