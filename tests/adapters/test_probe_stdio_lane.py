@@ -326,11 +326,12 @@ def test_stopping_the_proxy_with_calls_in_flight_leaves_no_process(tmp_path: Pat
         assert list(sink.events(kind=Kind.ABORT))
 
 
-@pytest.mark.parametrize("how", ["exit", "close_stdout"])
+@pytest.mark.parametrize("how", ["exit", "close_stdout", "orphan_exit"])
 def test_a_server_gone_mid_calls_fails_every_one_then_denies(tmp_path: Path, how: str) -> None:
-    """The server exits (or closes its stdout and keeps running) with calls in flight:
-    every one fails at once as an MCP error, recorded; later calls are denied; the
-    process is gone once the gateway stops."""
+    """The server exits (or closes its stdout and keeps running, or exits leaving a child
+    that holds its stdout open, so no end of file comes) with calls in flight: every one
+    fails at once as an MCP error, recorded; later calls are denied; the process, and
+    the child it left, are gone once the gateway stops."""
     state, db = tmp_path / "s", tmp_path / "l.db"
 
     async def main() -> tuple[list[Any], Any, int, float]:
@@ -355,6 +356,8 @@ def test_a_server_gone_mid_calls_fails_every_one_then_denies(tmp_path: Path, how
     assert all(isinstance(d, MCPError) for d in done), done
     assert later.is_error and "has exited" in text(later)
     assert not alive(pid)
+    if how == "orphan_exit":
+        assert not alive(int((state / "child.pid").read_text()))
     assert len(results(db, "hang")) == 5 and all(r.err for r in results(db, "hang"))
     with SQLiteSink(db) as sink:
         (denied,) = list(sink.events(kind=Kind.ACTION, tool="echo"))
@@ -377,6 +380,25 @@ def test_calls_written_to_a_server_that_stops_reading_all_get_through(tmp_path: 
                 return [text(r) for r in echoed]
 
     assert asyncio.run(main()) == payloads
+
+
+def test_a_server_writing_as_its_stdin_closes_exits_on_its_own(tmp_path: Path) -> None:
+    """The server says a lot once its stdin closes: that output is read (and dropped)
+    while the gateway stops, so the server finishes its own shutdown instead of being
+    stuck on a full pipe until it is terminated (as the SDK's own transport drains it)."""
+    state = tmp_path / "s"
+
+    async def main() -> float:
+        with SQLiteSink(tmp_path / "l.db") as sink:
+            gw = McpGateway(Gate(sink, policy=AllowAll()), probe(state, LANE_PROBE_FAREWELL="1"))
+            async with gw, Client(gw.server, mode="legacy") as c:
+                assert text(await c.call_tool("echo", {"text": "hi"})) == "hi"
+                started = time.monotonic()
+            return time.monotonic() - started
+
+    took = asyncio.run(main())
+    assert (state / "clean-exit").exists(), "the server was terminated mid-shutdown"
+    assert took < 1.5, took
 
 
 def _proxy(db: Path, state: Path, *extra: str) -> list[str]:

@@ -69,6 +69,8 @@ _ENVELOPE = (
 )
 _STOP_WAIT = 2.0  # seconds after stdin closes, and again after SIGTERM (the SDK's own)
 _CHUNK = 1 << 16
+_EXIT_POLL = 0.2  # seconds between looks at whether the server has exited
+_EXIT_GRACE = 1.0  # seconds the output of a server that exited has to arrive
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 _UTF8 = frozenset({"utf-8", "utf8", "utf_8"})
 
@@ -85,7 +87,9 @@ class StdioLane:
         self._ids = itertools.count(1)
         self._envelope: dict[str, Any] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._streams: tuple[Any, ...] = ()
         self._to_session: Any = None
+        self._session_gone = False  # then the server's output is read and dropped
         self.closed = ""  # why the server cannot be reached, once it cannot
 
     @property
@@ -116,12 +120,18 @@ class StdioLane:
         self._tasks = [
             asyncio.ensure_future(self._read(to_session)),
             asyncio.ensure_future(self._write(from_session)),
+            asyncio.ensure_future(self._watch()),
         ]
         self._streams = (session_reads, session_writes, to_session, from_session)
         return session_reads, session_writes
 
     async def __aexit__(self, *exc: object) -> None:
         self._close("the downstream MCP server was stopped")
+        # the session is done: what the server still writes (a server may write as its
+        # stdin closes) is read and dropped, or a full pipe would keep it from exiting
+        self._session_gone = True
+        if self._streams:
+            self._streams[0].close()  # a delivery waiting on the session gives up
         proc = self._proc
         if proc is not None:
             await _stop(proc)
@@ -224,8 +234,6 @@ class StdioLane:
                 for line in lines:
                     if line.strip():
                         await self._deliver(line, to_session, encoding, errors)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # the session is gone
         except (ConnectionError, OSError) as exc:
             log.info("mcp gateway: reading the downstream server's stdout failed: %s", exc)
         finally:
@@ -239,7 +247,7 @@ class StdioLane:
             if self._fail_answer(line, exc, encoding):
                 return
             log.warning("mcp gateway: the downstream server wrote a malformed message: %s", exc)
-            await to_session.send(exc)
+            await self._pass_on(to_session, exc)
             return
         if type(obj) is dict and "method" not in obj and type(obj.get("id")) is str:
             answer = self._pending.pop(obj["id"], None)
@@ -251,9 +259,18 @@ class StdioLane:
             message = types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
         except ValueError as exc:
             log.warning("mcp gateway: the downstream server wrote a malformed message: %s", exc)
-            await to_session.send(exc)
+            await self._pass_on(to_session, exc)
             return
-        await to_session.send(SessionMessage(message))
+        await self._pass_on(to_session, SessionMessage(message))
+
+    async def _pass_on(self, to_session: Any, item: SessionMessage | Exception) -> None:
+        """Give the SDK session a message; once it is gone, drop it (the lane goes on)."""
+        if self._session_gone:
+            return
+        try:
+            await to_session.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._session_gone = True
 
     def _fail_answer(self, line: bytes, exc: ValueError, encoding: str) -> bool:
         """A line the SDK would refuse (bytes not in the encoding, a lone surrogate) that
@@ -272,6 +289,19 @@ class StdioLane:
                 MCPError(types.PARSE_ERROR, f"the server wrote an answer that is not valid: {exc}")
             )
         return True
+
+    async def _watch(self) -> None:
+        """The server's exit, seen even when a process it started holds its stdout open
+        (so no end of file comes): shortly after it, the lane and the session close."""
+        proc = self._proc
+        assert proc is not None
+        while proc.returncode is None:
+            await asyncio.sleep(_EXIT_POLL)
+        await asyncio.sleep(_EXIT_GRACE)  # what it wrote before it exited is read meanwhile
+        if not self.closed:
+            self._close(f"the downstream MCP server has exited (status {proc.returncode})")
+            if self._to_session is not None:
+                self._to_session.close()  # the session sees the connection end
 
     async def _write(self, from_session: Any) -> None:
         """Write the SDK session's messages to the server's stdin; keep the ``_meta``
@@ -355,9 +385,54 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
             break
     else:
         log.warning("mcp gateway: the downstream server %d is still alive; abandoning it", proc.pid)
+    if proc.returncode is not None:
+        await _end_group(proc.pid)
     if proc.returncode is not None:  # a survivor of the group may hold the pipes: not waited
         with contextlib.suppress(Exception):
             proc._transport.close()  # type: ignore[attr-defined]
+
+
+async def _end_group(pgid: int) -> None:
+    """Processes the server started that outlive it (its process group): SIGTERM, wait;
+    then SIGKILL."""
+    if not _group_alive(pgid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _STOP_WAIT
+    while _group_alive(pgid):
+        if loop.time() >= deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            return
+        await asyncio.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (a zombie, dead but not reaped, as an
+    init that does not reap leaves it, does not)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no /proc: the group exists
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in b"ZX":
+            return True
+    return False
 
 
 async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:

@@ -8,6 +8,8 @@ misbehaviour, named by the tool (see ``call``); ``delay`` answers after ``ms``
 milliseconds from a thread, so concurrent calls come back out of order.
 With the environment variable LANE_PROBE_DB set to a SQLite ledger file, ``audited``
 answers with the ``action`` rows of itself that the ledger holds when the call arrives.
+With LANE_PROBE_FAREWELL set it writes 2 MB of log messages when its stdin closes; it
+writes STATE_DIR/clean-exit when it gets to the end of its own shutdown.
 With LANE_PROBE_STRICT set it refuses, as the SDK's own handshake-era server loop does,
 every request that carries the 2026-07-28 ``_meta`` envelope.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -49,6 +52,7 @@ NAMES = [
     "audited",
     "surrogate",
     "deaf",
+    "orphan_exit",
 ]
 TOOLS = [{"name": n, "description": f"probe {n}", "inputSchema": {"type": "object"}} for n in NAMES]
 WAITING: dict[str, Any] = {}  # our request id -> the id of the call it belongs to
@@ -83,6 +87,12 @@ def main() -> None:
     for line in sys.stdin.buffer:
         log(line)
         serve(json.loads(line))
+    if os.environ.get("LANE_PROBE_FAREWELL"):  # much to say once stdin closes, then done
+        note = {"jsonrpc": "2.0", "method": "notifications/message"}
+        for _ in range(200):
+            send({**note, "params": {"level": "info", "data": "bye " * 2500}})
+    with open(os.path.join(STATE, "clean-exit"), "w") as f:
+        f.write("1")
 
 
 def serve(msg: dict[str, Any]) -> None:
@@ -201,6 +211,11 @@ def call(mid: Any, name: str, args: dict[str, Any]) -> None:
         os.close(1)
         time.sleep(60)
     elif name == "exit":
+        os._exit(4)
+    elif name == "orphan_exit":  # exit, leaving a child that holds our stdout open
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        with open(os.path.join(STATE, "child.pid"), "w") as f:
+            f.write(str(child.pid))
         os._exit(4)
     elif name == "hang":
         pass
