@@ -326,6 +326,103 @@ def test_stopping_the_proxy_with_calls_in_flight_leaves_no_process(tmp_path: Pat
         assert list(sink.events(kind=Kind.ABORT))
 
 
+def test_the_stdio_client_leaving_with_calls_in_flight_leaves_no_process(tmp_path: Path) -> None:
+    """The upstream client closes the proxy's stdin while its calls wait on the server:
+    the proxy stops, the calls are cancelled downstream and recorded as cancelled, and
+    the server process is gone."""
+    state, db = tmp_path / "s", tmp_path / "l.db"
+    state.mkdir()
+    proc = subprocess.Popen(
+        _proxy(db, state, "--allow", "hang"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    hello = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    }
+    messages: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    messages += [
+        {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "hang"}}
+        for i in range(1, 5)
+    ]
+    try:
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while len(calls_of(state, "hang")) < 4:
+            assert time.monotonic() < deadline and proc.poll() is None, "calls not forwarded"
+            time.sleep(0.05)
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    stderr = proc.stderr.read().decode()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert not alive(int((state / "pid").read_text()))
+    cancelled = {
+        m["params"]["requestId"]
+        for m in received(state)
+        if m.get("method") == "notifications/cancelled"
+    }
+    assert cancelled == {m["id"] for m in calls_of(state, "hang")}
+    hung = results(db, "hang")
+    assert len(hung) == 4 and all(r.err == "cancelled" for r in hung), hung
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gateway: the proxy installs its SIGTERM handler only once the downstream "
+    "server has answered; before that SIGTERM kills it and the server is left running",
+)
+def test_sigterm_while_the_server_starts_leaves_no_process(tmp_path: Path) -> None:
+    """A server slow to start (``uvx`` fetching it, or stuck): a SIGTERM to the proxy
+    meanwhile stops the proxy and the server it started."""
+    state, db = tmp_path / "s", tmp_path / "l.db"
+    state.mkdir()
+    proc = subprocess.Popen(
+        _proxy(db, state),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env() | {"LANE_PROBE_MUTE": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (state / "pid").exists():
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        server = int((state / "pid").read_text())
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while alive(server) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = alive(server)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if (state / "pid").exists() and alive(int((state / "pid").read_text())):
+            os.kill(int((state / "pid").read_text()), signal.SIGKILL)
+        if proc.stdin is not None:
+            proc.stdin.close()
+    assert not left, "the downstream server outlived the proxy"
+
+
 @pytest.mark.parametrize("how", ["exit", "close_stdout", "orphan_exit"])
 def test_a_server_gone_mid_calls_fails_every_one_then_denies(tmp_path: Path, how: str) -> None:
     """The server exits (or closes its stdout and keeps running, or exits leaving a child

@@ -10,6 +10,8 @@ With the environment variable LANE_PROBE_DB set to a SQLite ledger file, ``audit
 answers with the ``action`` rows of itself that the ledger holds when the call arrives.
 With LANE_PROBE_FAREWELL set it writes 2 MB of log messages when its stdin closes; it
 writes STATE_DIR/clean-exit when it gets to the end of its own shutdown.
+With LANE_PROBE_MUTE set it reads and answers nothing for two minutes (a server stuck
+starting up).
 With LANE_PROBE_STRICT set it refuses, as the SDK's own handshake-era server loop does,
 every request that carries the 2026-07-28 ``_meta`` envelope.
 """
@@ -84,6 +86,9 @@ def log(line: bytes) -> None:
 def main() -> None:
     with open(os.path.join(STATE, "pid"), "w") as f:
         f.write(str(os.getpid()))
+    if os.environ.get("LANE_PROBE_MUTE"):  # stuck starting up: reads and answers nothing
+        time.sleep(120)
+        return
     for line in sys.stdin.buffer:
         log(line)
         serve(json.loads(line))
