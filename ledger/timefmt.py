@@ -14,7 +14,15 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from ledger.errors import ValidationError
 
-__all__ = ["coerce_time", "format_time", "format_time_us", "parse_time", "utc_now"]
+__all__ = [
+    "coerce_time",
+    "format_duration",
+    "format_time",
+    "format_time_us",
+    "parse_duration",
+    "parse_time",
+    "utc_now",
+]
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))\Z",
@@ -92,3 +100,57 @@ def parse_time(text: str, *, field: str = "time") -> datetime:
         return dt.astimezone(UTC) if tz is not UTC else dt
     except (ValueError, OverflowError) as exc:
         raise ValidationError(f"{field}: {text!r} is not a valid time ({exc})") from None
+
+
+# --- durations (retention: 400d, 26w, 48h, 2y) ----------------------------------
+
+_DURATION = re.compile(r"^(\d+)([hdwy])$")
+_UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1),
+         "y": timedelta(days=365)}  # fmt: skip
+_MAX = timedelta(days=365 * 1000)
+
+
+def parse_duration(text: str, *, what: str = "duration") -> timedelta:
+    """``400d``, ``26w``, ``48h``, ``2y`` (365 days each) or ``0`` as a ``timedelta``;
+    ``ValidationError`` for anything else.
+
+    >>> parse_duration("2y").days
+    730
+    >>> parse_duration("6m")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ledger.errors.ValidationError: duration: '6m' is not a duration; ...
+    """
+    if not isinstance(text, str):
+        raise ValidationError(f"{what}: expected text such as 400d, got {type(text).__name__}")
+    value = text.strip().lower()
+    if value == "0":
+        return timedelta(0)
+    m = _DURATION.match(value)
+    if m is None:
+        hint = " ('m' is ambiguous: write 180d for six months)" if value.endswith("m") else ""
+        raise ValidationError(
+            f"{what}: {text!r} is not a duration; give a whole number and a unit: h (hours), "
+            f"d (days), w (weeks) or y (365 days), e.g. 400d{hint}"
+        )
+    try:
+        span = int(m.group(1)) * _UNIT[m.group(2)] if len(m.group(1)) <= 9 else None
+    except OverflowError:
+        span = None
+    if span is None or span > _MAX:
+        raise ValidationError(f"{what}: {text!r} is longer than 1000 years")
+    return span
+
+
+def format_duration(span: timedelta) -> str:
+    """The shortest exact form :func:`parse_duration` reads back.
+
+    >>> format_duration(timedelta(days=400)), format_duration(timedelta(hours=36))
+    ('400d', '36h')
+    """
+    hours, rest = divmod(span, timedelta(hours=1))
+    if rest:
+        raise ValidationError(f"{span} is not a whole number of hours")
+    if hours == 0:
+        return "0d"
+    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"

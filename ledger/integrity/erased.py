@@ -26,9 +26,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.model.erasure import record_summary, tombstone_of
+from ledger.model.erasure import policy_floor, record_summary, tombstone_of
+from ledger.timefmt import format_duration, format_time
 
 __all__ = ["ErasedRows", "RecordTally"]
 
@@ -47,16 +49,26 @@ class RecordTally:
     event_ids: list[str] = field(default_factory=list)
     found: bool = False
     summary: Any = None  # the record's RecordSummary once its row is read
+    youngest: datetime | None = None  # the latest event time among its rows
+    in_force: tuple[int, timedelta] | None = None  # the log's policy when it was read
 
 
 class ErasedRows:
     """State of the erased-row rule over one pass (see the module notes)."""
 
-    __slots__ = ("claims", "records")
+    __slots__ = ("claims", "policy", "records")
 
     def __init__(self) -> None:
         self.records: dict[str, RecordTally] = {}
         self.claims: list[tuple[int, bytes, str]] = []  # (leaf index, kept hash, event id)
+        self.policy: tuple[int, timedelta] | None = None  # the last policy record read
+
+    def policy_record(self, data: bytes) -> None:
+        """Read a row that may be a retention policy record (rows in leaf order): the
+        policy in force from there on, for the erasure records that follow."""
+        found = policy_floor(data)
+        if found is not None:
+            self.policy = found
 
     def leaf(self, index: int, data: bytes, event_id: str = "") -> bytes | None:
         """The kept leaf hash when ``data`` is a tombstone (tallied), else None."""
@@ -78,6 +90,8 @@ class ErasedRows:
                 tally.stones.update(key + hashlib.sha256(data).digest())
             if len(tally.event_ids) < _MAX_LISTED:
                 tally.event_ids.append(event_id)
+            if stone.time is not None and (tally.youngest is None or stone.time > tally.youngest):
+                tally.youngest = stone.time
         return stone.leaf_hash
 
     def see(self, event_id: str, data: bytes) -> None:
@@ -86,6 +100,7 @@ class ErasedRows:
         if tally is not None and not tally.found:
             tally.found = True
             tally.summary = record_summary(data)
+            tally.in_force = self.policy
 
     @property
     def erased(self) -> int:
@@ -114,6 +129,10 @@ class ErasedRows:
                 out.append((record, f"the tombstones of erasure record {record} are not the "
                             "bytes it wrote: a tombstone was changed after the erasure",
                             t.first_index))  # fmt: skip
+            else:
+                forbidden = _against_policy(record, t)
+                if forbidden:
+                    out.append((record, forbidden, t.first_index))
         if self.claims:
             claims = iter(sorted(self.claims))
             want = next(claims, None)
@@ -131,3 +150,35 @@ class ErasedRows:
     def summaries(self) -> list[tuple[str, int, int]]:
         """``(record id, rows, first leaf index)`` for each erasure record named."""
         return [(r, t.rows, t.first_index) for r, t in self.records.items()]
+
+
+def _against_policy(record: str, t: RecordTally) -> str:
+    """Why erasure record ``record`` was not allowed by the retention policy the log
+    held when it was made (its last policy record before it), or "": made with no
+    policy in force, under another version than it names, or erasing an event younger
+    than that policy's floor at the time it states."""
+    s = t.summary
+    if t.in_force is None:
+        return (
+            f"erasure record {record} erased {t.rows} row(s) while the log held no retention "
+            "policy: nothing may be erased before a policy is set, so it was made outside "
+            "the ledger"
+        )
+    version, floor = t.in_force
+    if s.policy_version != version or s.floor != floor:
+        named = f"version {s.policy_version}" if s.policy_version is not None else "no version"
+        return (
+            f"erasure record {record} names policy {named} (floor "
+            f"{'?' if s.floor is None else format_duration(s.floor)}), but the policy in the "
+            f"log when it was made is version {version} (floor {format_duration(floor)})"
+        )
+    if s.at is None:
+        return f"erasure record {record} does not say when it was made"
+    cutoff = s.at - floor
+    if t.youngest is not None and t.youngest >= cutoff:
+        return (
+            f"erasure record {record} erased an event inside the retention floor of "
+            f"{format_duration(floor)} (an event from {format_time(t.youngest)}; at "
+            f"{format_time(s.at)} nothing from {format_time(cutoff)} on could be erased)"
+        )
+    return ""

@@ -37,16 +37,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from ledger.errors import ValidationError
+from ledger.timefmt import parse_duration, parse_time
 
 __all__ = [
     "ALL_FIELDS",
     "ERASE_TOOL",
     "KEPT_FIELDS",
+    "POLICY_TOOL",
     "Erasure",
     "RecordSummary",
     "Tombstone",
@@ -54,12 +57,16 @@ __all__ = [
     "erase_stored",
     "erased_text",
     "erasure_digest",
+    "policy_floor",
     "record_summary",
     "tombstone_of",
 ]
 
 ERASE_TOOL = "ledger.erase"
 """The tool name of an erasure record (an ``action`` the ledger appends to its own log)."""
+POLICY_TOOL = "ledger.retention.set"
+"""The tool name of a retention policy record (verification checks each erasure against
+the policy the log held when it was made)."""
 
 ALL_FIELDS = (
     "refs", "agent_path", "label", "preview", "args", "reason", "result", "err", "actor",
@@ -189,6 +196,7 @@ class Tombstone:
     leaf_hash: bytes
     records: tuple[str, ...]
     fields: tuple[str, ...]
+    time: datetime | None = None  # the erased event's time (None: not readable)
 
 
 def tombstone_of(data: bytes) -> Tombstone | None:
@@ -207,7 +215,10 @@ def tombstone_of(data: bytes) -> Tombstone | None:
     except ValidationError:
         return None
     return Tombstone(
-        leaf_hash=bytes.fromhex(erasure.leaf_hash), records=erasure.records, fields=erasure.fields
+        leaf_hash=bytes.fromhex(erasure.leaf_hash),
+        records=erasure.records,
+        fields=erasure.fields,
+        time=_time_or_none(obj.get("time")),
     )
 
 
@@ -233,6 +244,9 @@ class RecordSummary:
     events: int
     digest: str
     tombstones: str
+    at: datetime | None = None  # when the erasure was made (its ``at``)
+    policy_version: int | None = None  # the policy it says it was made under
+    floor: timedelta | None = None  # that policy's floor, as the record states it
 
 
 def record_summary(data: bytes) -> RecordSummary | None:
@@ -251,7 +265,54 @@ def record_summary(data: bytes) -> RecordSummary | None:
     count, digest, stones = args.get("events"), args.get("digest"), args.get("tombstones")
     if type(count) is not int or type(digest) is not str or type(stones) is not str:
         return None
-    return RecordSummary(events=count, digest=digest, tombstones=stones)
+    policy = args.get("policy")
+    version = floor = None
+    if type(policy) is dict:
+        version = policy.get("version") if type(policy.get("version")) is int else None
+        try:
+            floor = parse_duration(policy["floor"]) if "floor" in policy else None
+        except ValidationError:
+            floor = None
+    return RecordSummary(
+        events=count,
+        digest=digest,
+        tombstones=stones,
+        at=_time_or_none(args.get("at")),
+        policy_version=version,
+        floor=floor,
+    )
+
+
+def policy_floor(data: bytes) -> tuple[int, timedelta] | None:
+    """``(version, floor)`` of the retention policy record in the stored bytes ``data``
+    (an ``action`` of tool :data:`POLICY_TOOL`), or None when ``data`` is not one (or its
+    version or floor cannot be read)."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != POLICY_TOOL:
+        return None
+    args = obj.get("args")
+    if type(args) is not dict or type(args.get("version")) is not int:
+        return None
+    floor = args.get("floor")
+    if type(floor) is not str:
+        return None
+    try:
+        return args["version"], parse_duration(floor)
+    except ValidationError:
+        return None
+
+
+def _time_or_none(value: object) -> datetime | None:
+    """``value`` read as an event time, or None when it is not one."""
+    if type(value) is not str:
+        return None
+    try:
+        return parse_time(value)
+    except ValidationError:
+        return None
 
 
 class _MaybeErased(Protocol):

@@ -18,14 +18,7 @@ from __future__ import annotations
 from ledger.errors import RetentionError
 from ledger.model.erasure import ALL_FIELDS, KEPT_FIELDS, Erasure
 from ledger.retention.records import ADMIN_RUN_PREFIX, is_admin_run
-from ledger.retention.rules import (
-    Hold,
-    Policy,
-    format_duration,
-    parse_date,
-    parse_duration,
-    require_reason,
-)
+from ledger.retention.rules import Hold, Policy, parse_date, require_reason
 from ledger.retention.store import (
     ErasureOutcome,
     ErasureRecord,
@@ -35,6 +28,7 @@ from ledger.retention.store import (
     Selection,
     operator,
 )
+from ledger.timefmt import format_duration, parse_duration
 
 __all__ = [
     "ADMIN_RUN_PREFIX",

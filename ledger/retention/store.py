@@ -56,20 +56,12 @@ from ledger.retention.records import (
     RetentionRun,
     is_admin_run,
 )
-from ledger.retention.rules import (
-    Hold,
-    Policy,
-    change_kind,
-    format_duration,
-    parse_duration,
-    refuse,
-    require_reason,
-)
+from ledger.retention.rules import Hold, Policy, change_kind, refuse, require_reason
 from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
 from ledger.sinks.tree import TreeTables, owned_nodes
-from ledger.timefmt import format_time, utc_now
+from ledger.timefmt import format_duration, format_time, parse_duration, utc_now
 
 __all__ = [
     "PAGE",

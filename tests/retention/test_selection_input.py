@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from ledger.cli.main import cli
 from ledger.errors import ValidationError
 from ledger.retention import Retention, Selection
-from ledger.retention.rules import parse_duration
 from ledger.sinks import SQLiteSink
+from ledger.timefmt import parse_duration
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
 pytestmark = needs_retention_schema

@@ -1,0 +1,142 @@
+"""``ledger verify`` checks each erasure against the retention policy the log held when
+it was made: an erasure made outside the ledger's API (tombstones written by hand, with
+a record appended that accounts for them) is reported when it erased what that policy
+forbade, while every erasure the API made still verifies."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ledger.integrity.verify import FindingKind, verify_ledger
+from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, erase_stored, erasure_digest
+from ledger.retention import Retention, Selection
+from ledger.retention.records import RetentionRun
+from ledger.timefmt import format_time
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def erase_by_hand(
+    db: Ledger, sink: Any, run_id: str, *, policy: dict[str, Any], at: datetime
+) -> str:
+    """What an eraser outside the ledger would do: tombstone the run's rows with SQL
+    (each keeps its committed leaf hash, so the tree still verifies) and append an
+    erasure record that accounts for them exactly. Returns the record's id."""
+    run = RetentionRun()
+    record_id = str(run.record_id)
+    rows = db.sql(
+        "SELECT seq, leaf_index, event_json FROM {p}events WHERE run_id = :r ORDER BY leaf_index",
+        r=run_id,
+    )
+    leaves, stones = [], hashlib.sha256()
+    for seq, index, text in rows:
+        data = str(text).encode()
+        leaf = hashlib.sha256(b"\x00" + data).digest()
+        tomb, chash, has_err = erase_stored(
+            data, fields=ALL_FIELDS, leaf_hash=leaf.hex(), record=record_id, reason="by hand"
+        )
+        db.sql(
+            "UPDATE {p}events SET event_json = :j, content_hash = :h, has_err = :e "
+            "WHERE seq = :s",
+            j=tomb, h=chash, e=has_err, s=seq,
+        )  # fmt: skip
+        leaves.append((index, leaf))
+        stones.update(index.to_bytes(8, "big") + hashlib.sha256(tomb.encode()).digest())
+    record = {
+        "selection": {"run_id": run_id},
+        "fields": list(ALL_FIELDS),
+        "events": len(rows),
+        "digest": erasure_digest(leaves),
+        "tombstones": stones.hexdigest(),
+        "already_erased": 0,
+        "policy": policy,
+        "at": format_time(at),
+        "by": "someone",
+        "reason": "by hand",
+    }
+    sink.record_many(
+        run.events(
+            tool=ERASE_TOOL,
+            asked="erase",
+            record=record,
+            outcome={"erased": len(rows)},
+            reason="by hand",
+            by="someone",
+            at=at,
+        )
+    )
+    return record_id
+
+
+def forbidden(result: Any) -> list[str]:
+    return [f.message for f in result.findings if f.kind is FindingKind.CHANGED]
+
+
+def test_every_erasure_the_api_makes_verifies_across_policy_changes(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD) + run_events("old-2", OLD) + run_events("new", NOW))
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", reason="policy")
+    r.erase(Selection.of_run("old-1"), reason="GDPR 1", by="dpo")
+    r.set_policy(keep="400d", floor="300d", reason="raised")  # version 2
+    r.erase(Selection.of_run("old-2"), reason="GDPR 2", by="dpo")
+    result = verify_ledger(sink, None)
+    assert result.ok, result.findings
+    assert sum(f.kind is FindingKind.ERASED for f in result.findings) == 2
+
+
+def test_an_erasure_inside_the_floor_made_by_hand_is_reported(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("young", NOW - timedelta(days=10)))
+    Retention(sink, clock=lambda: NOW).set_policy(keep="400d", floor="180d", reason="policy")
+    assert verify_ledger(sink, None).ok
+    record = erase_by_hand(
+        ledger_db, sink, "young", policy={"version": 1, "keep": "400d", "floor": "180d"}, at=NOW
+    )
+    result = verify_ledger(sink, None)
+    assert not result.ok
+    (message,) = forbidden(result)
+    assert record in message and "inside the retention floor of 180d" in message
+
+
+def test_an_erasure_naming_a_laxer_policy_than_the_logs_is_reported(ledger_db: Ledger) -> None:
+    """The record claims a floor of 0 (a policy the log never held): the floor that
+    counts is the log's."""
+    sink = ledger_db.open()
+    sink.record_many(run_events("young", NOW - timedelta(days=10)))
+    Retention(sink, clock=lambda: NOW).set_policy(keep="400d", floor="180d", reason="policy")
+    erase_by_hand(ledger_db, sink, "young", policy={"version": 1, "keep": "400d", "floor": "0d"},
+                  at=NOW)  # fmt: skip
+    (message,) = forbidden(verify_ledger(sink, None))
+    assert "floor 0d" in message and "version 1 (floor 180d)" in message
+
+
+def test_an_erasure_with_no_policy_in_the_log_is_reported(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    erase_by_hand(ledger_db, sink, "old", policy={"version": 1, "keep": "1d", "floor": "0d"},
+                  at=NOW)  # fmt: skip
+    (message,) = forbidden(verify_ledger(sink, None))
+    assert "held no retention policy" in message
+
+
+@pytest.mark.parametrize("floor", ["0d", "180d"])
+def test_a_hand_made_erasure_the_policy_allowed_is_accounted_for(
+    ledger_db: Ledger, floor: str
+) -> None:
+    """Old events, the policy in force named truly: the log accounts for the rows (the
+    rule is the policy, not who wrote the tombstones)."""
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    Retention(sink, clock=lambda: NOW).set_policy(keep="400d", floor=floor, reason="policy")
+    erase_by_hand(ledger_db, sink, "old", policy={"version": 1, "keep": "400d", "floor": floor},
+                  at=NOW)  # fmt: skip
+    result = verify_ledger(sink, None)
+    assert result.ok, result.findings
