@@ -138,3 +138,27 @@ def test_the_server_and_its_children_are_stopped_when_the_lane_closes(tmp_path: 
             break
         time.sleep(0.05)
     assert not alive(child)
+
+
+def test_a_server_that_never_answers_the_handshake_is_a_clear_error(tmp_path: Path) -> None:
+    """Starting the gateway gives up after ``list_timeout`` with one clear error, and the
+    silent server is stopped."""
+    from ledger import AllowAll, Gate
+    from ledger.adapters.mcp import GatewayError, McpGateway
+    from ledger.sinks import SQLiteSink
+
+    pids = tmp_path / "pid"
+    script = f"import os, time; open({str(pids)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    silent = StdioServerParameters(command=sys.executable, args=["-c", script])
+
+    async def main() -> float:
+        with SQLiteSink(tmp_path / "l.db") as sink:
+            start = time.monotonic()
+            with pytest.raises(GatewayError, match="did not answer the MCP handshake within 1s"):
+                async with McpGateway(Gate(sink, policy=AllowAll()), silent, list_timeout=1.0):
+                    pass
+            return time.monotonic() - start
+
+    took = asyncio.run(main())
+    assert took < 10
+    assert not alive(int(pids.read_text()))

@@ -383,11 +383,6 @@ def test_the_stdio_client_leaving_with_calls_in_flight_leaves_no_process(tmp_pat
     assert len(hung) == 4 and all(r.err == "cancelled" for r in hung), hung
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gateway: the proxy installs its SIGTERM handler only once the downstream "
-    "server has answered; before that SIGTERM kills it and the server is left running",
-)
 def test_sigterm_while_the_server_starts_leaves_no_process(tmp_path: Path) -> None:
     """A server slow to start (``uvx`` fetching it, or stuck): a SIGTERM to the proxy
     meanwhile stops the proxy and the server it started."""

@@ -335,7 +335,14 @@ class McpGateway:
                 if isinstance(spec, StdioServerParameters):  # calls go by the direct lane
                     self._lane = StdioLane(spec)
                 client = Client(self._lane or spec, message_handler=self._on_downstream_message)
-                self._down = await stack.enter_async_context(client)
+                try:  # asyncio's timeout: the client's task groups outlive this block
+                    async with asyncio.timeout(self.list_timeout):
+                        self._down = await stack.enter_async_context(client)
+                except TimeoutError:
+                    raise GatewayError(
+                        f"could not start the downstream MCP server {_shown(spec)}: it did not "
+                        f"answer the MCP handshake within {self.list_timeout:g}s"
+                    ) from None
             info = self._down.server_info
             if not self.name:
                 self.name = info.name if info is not None and info.name else "mcp"
@@ -1244,9 +1251,14 @@ async def _until_signalled(gateway: McpGateway, run: Callable[[], Awaitable[None
 
 
 async def serve_stdio(gateway: McpGateway) -> None:
-    """Serve ``gateway`` over stdio until the client leaves or a signal stops it."""
-    async with gateway:
-        await _until_signalled(gateway, gateway.serve_stdio)
+    """Serve ``gateway`` over stdio until the client leaves or a signal stops it (from
+    its start: a signal while the downstream server starts stops that server too)."""
+
+    async def run() -> None:
+        async with gateway:
+            await gateway.serve_stdio()
+
+    await _until_signalled(gateway, run)
 
 
 async def serve_http(
@@ -1256,8 +1268,11 @@ async def serve_http(
     *,
     on_listening: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``gateway`` over streamable HTTP until a signal stops it."""
-    async with gateway:
-        await _until_signalled(
-            gateway, lambda: gateway.serve_http(host, port, on_listening=on_listening)
-        )
+    """Serve ``gateway`` over streamable HTTP until a signal stops it (from its start,
+    as :func:`serve_stdio`)."""
+
+    async def run() -> None:
+        async with gateway:
+            await gateway.serve_http(host, port, on_listening=on_listening)
+
+    await _until_signalled(gateway, run)
