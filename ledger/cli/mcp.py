@@ -133,6 +133,7 @@ def proxy(
     from ledger.gate import Gate
     from ledger.gate.policy_file import policy_from_file
     from ledger.sinks import open_sink
+    from ledger.sinks.opening import lock_timeout
 
     if command and command[0] == "--":
         command = command[1:]
@@ -144,7 +145,9 @@ def proxy(
     file_policy = policy_from_file(policy_path) if policy_path is not None else None
     policy, safe_tools = proxy_policy(file_policy, allow=allow, safe=safe)
     provider: Any = None
-    sink: Any = open_sink(db)
+    # a tool call waits for a ledger another process keeps locked no longer than a
+    # reader does ($LEDGER_LOCK_TIMEOUT, 10 s): then it is denied, not stalled
+    sink: Any = open_sink(db, lock_wait=lock_timeout())
     if otel_endpoint:
         try:
             from ledger.adapters.otel import TracingSink, otlp_tracer_provider
@@ -203,7 +206,8 @@ def accept(pins_path: Path, tools: tuple[str, ...], as_json: bool) -> None:
         raise ValidationError(f"pins file {pins_path} does not exist")
     pins = Pins.load(pins_path)
     if not pins.pending:
-        raise ValidationError(f"pins file {pins_path}: no tool definition is pending")
+        named = f" (not for {', '.join(tools)})" if tools else ""
+        raise ValidationError(f"pins file {pins_path}: no tool definition is pending{named}")
     done = pins.accept(tools)
     pins.save()
     if as_json:

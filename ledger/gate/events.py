@@ -198,7 +198,8 @@ def decision_event(
     """The ``gate_decision`` of one call (with its call id, unlike the reference).
 
     It carries ``args`` and ``preview`` only when no ``action`` of the same call will
-    (``with_args``: an allowed safe call); otherwise the action holds them once.
+    (``with_args``: an allowed safe call); otherwise the action holds them once. (The
+    held decision of a safe call, :func:`held`, carries its refs the same way.)
     """
     return Event(
         kind=Kind.GATE_DECISION,
@@ -269,6 +270,9 @@ def held(cs: CallState) -> list[Event]:
             args=d.args_json if d.with_args else None,
             verdict=Verdict.ALLOWED,
             reason=d.reason,
+            # a safe call has no action: its decision cites what the call was allowed
+            # under (the run's request, the evidence given, e.g. a tool's definition)
+            refs=cs.refs if d.with_args else (),
             actor=cs.actor,
             approval=d.approval,
         )

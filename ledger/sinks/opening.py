@@ -37,11 +37,15 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT", "lock_timeout", "open_reader", "open_sink", "
 DEFAULT_LOCK_TIMEOUT = 10.0
 
 
-def open_sink(url: str, *, payload_key: KeyWrapper | None = None) -> Sink:
+def open_sink(
+    url: str, *, payload_key: KeyWrapper | None = None, lock_wait: float | None = None
+) -> Sink:
     """Open the sink named by ``url`` for writing (created when absent; SQL schemas are
     migrated to the newest revision). The caller closes it (every sink is a context
     manager). ``payload_key`` (SQL ledgers; else ``$LEDGER_PAYLOAD_KEY``) is the
-    operator's key of a crypto-shredding ledger (:mod:`ledger.sinks.shred`)."""
+    operator's key of a crypto-shredding ledger (:mod:`ledger.sinks.shred`).
+    ``lock_wait``: the seconds a SQLite write waits for a file another process keeps
+    locked before it fails (``SQLiteSink``'s own default when None)."""
     if payload_key is not None and parse_url(url).scheme not in ("sqlite", "postgresql"):
         raise ValidationError(
             "payload_key: only SQL ledgers (sqlite:///, postgresql://) encrypt payloads"
@@ -56,7 +60,14 @@ def open_sink(url: str, *, payload_key: KeyWrapper | None = None) -> Sink:
         from ledger.sinks.sqlite import SQLiteSink
 
         assert parsed.path is not None
-        return SQLiteSink(parsed.path, payload_key=payload_key)
+        if lock_wait is None:
+            return SQLiteSink(parsed.path, payload_key=payload_key)
+        return SQLiteSink(
+            parsed.path,
+            payload_key=payload_key,
+            busy_timeout=min(lock_wait, 5.0),
+            lock_wait=lock_wait,
+        )
     from ledger.sinks.postgres import PostgresSink
 
     return PostgresSink.open(parsed.url, payload_key=payload_key)

@@ -178,6 +178,32 @@ def test_an_allowed_call_runs_after_its_commit_and_cites_its_definition(
         assert all(c.state.value == "intact" for c in checks if c.ref.id.startswith("mcp-tool:"))
 
 
+def test_a_safe_call_cites_the_definition_it_was_served_under(repo: Path, tmp_path: Path) -> None:
+    """A safe call has no action: its gate decision carries the refs an action would
+    (the run's request and the tool's definition, with the definition's hash)."""
+    db = tmp_path / "l.db"
+
+    async def main() -> None:
+        with SQLiteSink(db) as sink:
+            gate = Gate(sink, policy=AllowList([]), safe_tools=GIT_SAFE)
+            async with McpGateway(gate, git_server()) as gw, Client(gw.server, mode="legacy") as c:
+                await c.call_tool("git_status", {"repo_path": str(repo)})
+
+    run(main)
+    with SQLiteSink(db) as sink:
+        (decision,) = list(sink.events(kind=Kind.GATE_DECISION, tool="git_status"))
+        assert decision.label.startswith("safe:") and decision.args
+        cited = {r.id: r for r in decision.refs}
+        (definition,) = [
+            e
+            for e in sink.events(kind=Kind.RETRIEVED, run_id=decision.run_id)
+            if e.label == DEFINITION_LABEL and e.tool == "git_status"
+        ]
+        ref = cited["mcp-tool:mcp-git/git_status"]
+        assert ref.hash == definition.refs[0].hash
+        assert any(r.source.value == "tool" for r in decision.refs)  # the run's request
+
+
 def test_structured_content_and_output_schema_pass_through(tmp_path: Path) -> None:
     async def main() -> tuple[Any, Any, Any, Any]:
         async with Client(time_server()) as direct:
@@ -252,6 +278,8 @@ def test_a_rug_pull_is_denied_until_accepted_and_drift_reports_it(tmp_path: Path
     assert out["during"].is_error and "definition of tool 'write_note' changed" in text(
         out["during"]
     )
+    # the command the denial suggests is the one that works
+    assert f"`ledger mcp accept --pins {pins_file} write_note`" in text(out["during"])
     assert out["shown"] == out["first"]  # clients keep seeing the accepted definition
     assert not out["after"].is_error
     assert "IMPORTANT" in out["shown_after"][0]

@@ -116,6 +116,8 @@ DENIED_PREFIX = "agentledger denied this call: "
 POLICY_ID = "mcp-gateway"
 SESSION_META_KEY = "io.agentledger/session"
 LATEST_HANDSHAKE = "2025-11-25"  # the version the SDK checks results at before a handshake
+# the client closed the pipe the gateway answers on: it left, nothing failed here
+_PIPE_GONE = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError)
 _YIELDS = 3  # event-loop turns a forwarded answer gets before its record is built
 _Downstream = StdioServerParameters | str | Server[Any] | Client
 # A tools/call answer is passed on as the SDK received it: checked against the
@@ -206,7 +208,24 @@ def proxy_policy(
         return AllowList(allowed, policy_id="mcp-proxy"), safe_tools
     if not allowed:
         return policy, safe_tools
+    rules = getattr(policy, "rules", None)
+    overridden = sorted(t for t in allowed if isinstance(rules, dict) and _stricter(rules.get(t)))
+    if overridden:
+        log.warning(
+            "mcp gateway: --allow %s overrides the policy file, which denies, asks for "
+            "approval or checks the arguments of %s; every call of %s is allowed as it is",
+            ", ".join(overridden),
+            "them" if len(overridden) > 1 else "it",
+            "them" if len(overridden) > 1 else "it",
+        )
     return _AllowFirst(allowed, policy), safe_tools
+
+
+def _stricter(rule: object) -> bool:
+    """True when a policy file's rule for a tool would not simply allow every call."""
+    if rule is None:
+        return False
+    return getattr(rule, "verdict", None) is not Verdict.ALLOWED or bool(getattr(rule, "args", ()))
 
 
 class _AllowFirst:
@@ -890,10 +909,18 @@ class McpGateway:
         if t.state == "duplicate":
             return f"the MCP server {self.name} lists the tool {tool!r} more than once"
         if t.state == "pending":
+            path = self.pins.path
+            how = (
+                f"accept it with `ledger mcp accept --pins {path} {tool}` (or "
+                "McpGateway.accept) before calling it"
+                if path is not None
+                else "this gateway keeps no pins file (ledger mcp proxy --pins FILE), so "
+                "accept it with McpGateway.accept, or restart the proxy to trust the "
+                "definitions the server lists then"
+            )
             return (
                 f"the definition of tool {tool!r} changed since it was accepted "
-                f"({t.accepted_digest} -> {t.digest}); accept it with "
-                f"`ledger mcp accept {tool}` (or McpGateway.accept) before calling it"
+                f"({t.accepted_digest} -> {t.digest}); {how}"
             )
         return ""
 
@@ -1035,8 +1062,18 @@ class McpGateway:
         try:
             async with stdio_server(stdin=stdin) as (read, write):
                 await server.run(read, write, server.create_initialization_options())
+        except BaseExceptionGroup as group:  # the SDK's task groups raise groups
+            _gone, rest = group.split(_PIPE_GONE)
+            if rest is not None:
+                raise rest from None
+            log.info("mcp gateway: the MCP client closed its end of the pipe")
+        except _PIPE_GONE:
+            log.info("mcp gateway: the MCP client closed its end of the pipe")
         finally:
             lines.close()
+        if not self.signalled:  # the client left (not stopped by a signal): say so
+            for session in list(self._sessions.values()):
+                await self._end(session)
 
     async def serve_http(
         self,
