@@ -28,16 +28,19 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
-from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.runtime import Runtime
-from langgraph.types import Command
-
+from ledger.adapters import needs_extra
 from ledger.errors import ToolDenied
 from ledger.gate import Gate, Run
+
+with needs_extra(__name__, "langgraph", ("langgraph", "langchain_core")):
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+
 
 __all__ = ["DENIED_PREFIX", "GatedToolNode", "gate_tool_node"]
 

@@ -33,11 +33,14 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from agents import Agent, FunctionTool, Handoff, Runner
-from agents.tool_context import ToolContext
-
+from ledger.adapters import needs_extra
 from ledger.errors import ToolDenied
 from ledger.gate import Gate, Run
+
+with needs_extra(__name__, "openai-agents", ("agents",)):
+    from agents import Agent, FunctionTool, Handoff, Runner
+    from agents.tool_context import ToolContext
+
 
 __all__ = [
     "DENIED_PREFIX",

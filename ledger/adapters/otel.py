@@ -49,17 +49,23 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
-
+from ledger.adapters import needs_extra
 from ledger.canonical import sha256_of
 from ledger.drift import content_hash
 from ledger.errors import LedgerError
 from ledger.gate import redact_text
 from ledger.model import Event, Kind, Verdict
 from ledger.sinks import Reader, Sink
+
+with needs_extra(__name__, "otel", ("opentelemetry",)):
+    from opentelemetry import trace
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+
+if TYPE_CHECKING:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 __all__ = [
     "ExportError",
@@ -69,6 +75,7 @@ __all__ = [
     "otlp_tracer_provider",
     "run_spans",
     "send_otlp",
+    "traces_endpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -301,12 +308,13 @@ def send_otlp(
 ) -> Sent:
     """Export the runs of ``reader`` to the OTLP/HTTP traces ``endpoint``
     (``http://127.0.0.1:4318/v1/traces``); raises :class:`ExportError` when the receiver
-    does not accept them (``ledger export otel``)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-    from opentelemetry.sdk.trace.export import SpanExportResult
+    does not accept them (``ledger export otel``). A base URL (no path) gets
+    ``/v1/traces``, as :func:`traces_endpoint` says."""
+    with needs_extra(__name__, "otel", ("opentelemetry",)):
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace.export import SpanExportResult
 
     class Collect(SpanProcessor):
         def __init__(self) -> None:
@@ -319,7 +327,8 @@ def send_otlp(
     provider = SdkTracerProvider(resource=Resource.create({"service.name": "agentledger"}))
     provider.add_span_processor(collected)
     runs = export_runs(reader, provider, since=since, until=until, include_content=include_content)
-    exporter = OTLPSpanExporter(endpoint=endpoint, timeout=timeout)
+    exporter = _otlp_exporter(endpoint, timeout)
+    endpoint = traces_endpoint(endpoint)
     try:
         spans = collected.spans
         for i in range(0, len(spans), 512):
@@ -336,17 +345,41 @@ def send_otlp(
 
 def otlp_tracer_provider(endpoint: str, *, timeout: float = 10.0) -> TracerProvider:
     """An SDK tracer provider that batches spans to the OTLP/HTTP traces ``endpoint``
-    (for :class:`TracingSink`; call its ``shutdown()`` to flush at the end)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    (for :class:`TracingSink`; call its ``shutdown()`` to flush at the end). A base URL
+    (no path) gets ``/v1/traces``, as :func:`traces_endpoint` says."""
+    with needs_extra(__name__, "otel", ("opentelemetry",)):
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = SdkTracerProvider(resource=Resource.create({"service.name": "agentledger"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=timeout))
-    )
+    provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(endpoint, timeout)))
     return provider
+
+
+def traces_endpoint(url: str) -> str:
+    """The OTLP/HTTP traces URL for ``url``, after the OpenTelemetry convention for a base
+    endpoint: a URL with no path (or just ``/``) gets ``/v1/traces``
+    (``http://127.0.0.1:4318`` → ``http://127.0.0.1:4318/v1/traces``); a URL with a path
+    is used as given.
+
+    >>> traces_endpoint("http://127.0.0.1:4318/")
+    'http://127.0.0.1:4318/v1/traces'
+    >>> traces_endpoint("https://collector.example/otlp/traces")
+    'https://collector.example/otlp/traces'
+    """
+    parts = urlsplit(url.strip())
+    if not parts.netloc or parts.path not in ("", "/"):
+        return url
+    return urlunsplit(parts._replace(path="/v1/traces"))
+
+
+def _otlp_exporter(endpoint: str, timeout: float) -> OTLPSpanExporter:
+    """The one place an OTLP/HTTP exporter is built from a user's URL."""
+    with needs_extra(__name__, "otel", ("opentelemetry",)):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=traces_endpoint(endpoint), timeout=timeout)
 
 
 # --- live ---------------------------------------------------------------------------------

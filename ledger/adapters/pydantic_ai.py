@@ -26,12 +26,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ModelRetry
-from pydantic_ai.tools import ToolDenied as PydanticToolDenied
-
+from ledger.adapters import needs_extra
 from ledger.errors import ToolDenied
 from ledger.gate import Gate, Run
+
+with needs_extra(__name__, "pydantic-ai", ("pydantic_ai",)):
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import ModelRetry
+    from pydantic_ai.tools import ToolDenied as PydanticToolDenied
+
 
 __all__ = ["DENIED_PREFIX", "GateCapability"]
 

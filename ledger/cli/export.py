@@ -4,11 +4,13 @@
 
     ledger export otel --db sqlite:///ledger.db --since 24h
     ledger export otel --db URL --since 2026-11-01 --until 2026-12-01 \\
-        --endpoint http://127.0.0.1:4318/v1/traces --include-content
+        --endpoint http://127.0.0.1:4318 --include-content
 
 A thin layer over :func:`ledger.adapters.otel.export_runs` (needs ``agentledger[otel]``).
 The endpoint defaults to ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` + ``/v1/traces``, else ``http://127.0.0.1:4318/v1/traces``.
+A URL with no path (``http://127.0.0.1:4318``, or ending in just ``/``) is a base endpoint
+and gets ``/v1/traces``, as OpenTelemetry's exporters do; a URL with a path is used as given.
 A receiver that refuses or cannot be reached is an error (exit status 1) naming it.
 """
 
@@ -46,7 +48,11 @@ def export() -> None:
 @export.command(short_help="Send runs as OpenTelemetry GenAI traces over OTLP/HTTP.")
 @db_option
 @window_options
-@click.option("--endpoint", metavar="URL", help=f"OTLP/HTTP traces URL [{DEFAULT_ENDPOINT}].")
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    help=f"OTLP/HTTP traces URL; one with no path gets /v1/traces [{DEFAULT_ENDPOINT}].",
+)
 @click.option(
     "--include-content",
     is_flag=True,
@@ -71,13 +77,10 @@ def otel(
     as_json: bool,
 ) -> None:
     """Each run an invoke_agent span, each tool call an execute_tool child span."""
-    try:
-        from ledger.adapters.otel import send_otlp
-    except ImportError:
-        raise click.ClickException(
-            "the OpenTelemetry export needs its extra: pip install 'agentledger[otel]'"
-        ) from None
-    url = _endpoint(endpoint)
+    # without the extra: MissingExtra, one `ledger: error:` line with the pip command
+    from ledger.adapters.otel import send_otlp, traces_endpoint
+
+    url = traces_endpoint(_endpoint(endpoint))
     with open_db(db) as reader:
         sent = send_otlp(
             reader, url, since=since, until=until, include_content=include_content, timeout=timeout

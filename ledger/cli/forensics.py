@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
+from rich.cells import cell_len
 from rich.markup import escape
 from rich.tree import Tree
 
@@ -278,6 +279,8 @@ def events(
 
     With --follow, print every matching event, then each new one as it is committed, in
     commit order and without a gap, until interrupted (Ctrl-C)."""
+    if run_id is not None:  # a unique prefix names its run, as for `ledger chain`
+        run_id = _events_run(db, run_id, follow=follow)
     filters = {"run_id": run_id, "kind": kind, "tool": tool, "verdict": verdict,
                "since": since, "until": until}  # fmt: skip
     if follow:
@@ -333,12 +336,27 @@ def events(
             table.add_row(*cells)
         where = f" of run {escape(run_id)}" if run_id is not None else ""
         table.title = f"{count} event(s){where}, times in UTC"
+        table.min_width = cell_len(table.title)  # a title wider than the columns stays whole
     console = stdout()
     console.print(table)
     if count == limit and count:
         console.print(f"limit reached: continue with --after {last}")
     elif count:
         console.print(f"last event {last} (tail with --after {last})")
+
+
+def _events_run(db: str, given: str, *, follow: bool) -> str:
+    """The run ``--run`` names, resolved as ``ledger chain`` resolves it. With
+    ``--follow`` a run id the ledger does not hold yet is followed exactly as given
+    (a run may be given its id before it starts), with a note on standard error."""
+    with open_db(db) as reader:
+        try:
+            return resolve_run(reader, given)
+        except RunNotFound as exc:
+            if not follow or not given:
+                raise
+            click.echo(f"ledger: note: {exc}; waiting for events of run {given!r}", err=True)
+            return given
 
 
 EVENT_COLUMNS = ("event_id", "run_id", "call_id", "time", "kind", "tool", "label", "verdict",

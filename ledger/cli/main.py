@@ -103,7 +103,15 @@ class LedgerGroup(click.Group):
         held = None if debugging else _hold_warnings()
         try:
             value = super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except click.ClickException as exc:
+            if isinstance(exc, click.UsageError):  # click's own form: usage, hint, error
+                if held is not None:
+                    held.flush_held()
+                raise
+            # a command's own failure (a missing extra...): the one line every error is
+            click.echo(f"ledger: error: {_tidy(exc.format_message())}", err=True)
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort):
             if held is not None:
                 held.flush_held()
             raise
