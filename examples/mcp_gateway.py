@@ -57,6 +57,7 @@ async def main(workdir: Path) -> None:
         async with McpGateway(gate, server) as gateway, Client(gateway.server, mode="legacy") as c:
             calls: list[tuple[str, dict[str, Any]]] = [
                 ("git_status", {}),
+                ("git_log", {"max_count": 1}),
                 ("git_add", {"files": ["notes.txt"]}),
                 ("git_commit", {"message": "sneaky"}),
             ]
