@@ -253,14 +253,8 @@ def record_summary(data: bytes) -> RecordSummary | None:
     """The :class:`RecordSummary` in the stored bytes of an erasure record (an
     ``action`` of tool :data:`ERASE_TOOL` whose ``args`` hold ``events``, ``digest`` and
     ``tombstones``), or None when ``data`` is not one."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != ERASE_TOOL:
-        return None
-    args = obj.get("args")
-    if type(args) is not dict:
+    args = _record_args(data, ERASE_TOOL)
+    if args is None:
         return None
     count, digest, stones = args.get("events"), args.get("digest"), args.get("tombstones")
     if type(count) is not int or type(digest) is not str or type(stones) is not str:
@@ -287,14 +281,8 @@ def policy_floor(data: bytes) -> tuple[int, timedelta] | None:
     """``(version, floor)`` of the retention policy record in the stored bytes ``data``
     (an ``action`` of tool :data:`POLICY_TOOL`), or None when ``data`` is not one (or its
     version or floor cannot be read)."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != POLICY_TOOL:
-        return None
-    args = obj.get("args")
-    if type(args) is not dict or type(args.get("version")) is not int:
+    args = _record_args(data, POLICY_TOOL)
+    if args is None or type(args.get("version")) is not int:
         return None
     floor = args.get("floor")
     if type(floor) is not str:
@@ -303,6 +291,19 @@ def policy_floor(data: bytes) -> tuple[int, timedelta] | None:
         return args["version"], parse_duration(floor)
     except ValidationError:
         return None
+
+
+def _record_args(data: bytes, tool: str) -> dict[str, Any] | None:
+    """The ``args`` object of the record in the stored bytes ``data`` when they hold an
+    ``action`` of ``tool`` (a record the ledger appends to its own log), else None."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != tool:
+        return None
+    args = obj.get("args")
+    return args if type(args) is dict else None
 
 
 def _time_or_none(value: object) -> datetime | None:

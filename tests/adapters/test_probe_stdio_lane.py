@@ -66,6 +66,19 @@ def results(db: Path, tool: str) -> list[Any]:
         return list(sink.events(kind=Kind.TOOL_RESULT, tool=tool))
 
 
+def assert_cancelled_downstream(state: Path, db: Path, count: int) -> None:
+    """Each of the ``count`` ``hang`` calls was cancelled downstream (a
+    ``notifications/cancelled`` for its id) and recorded with the error ``cancelled``."""
+    cancelled = {
+        m["params"]["requestId"]
+        for m in received(state)
+        if m.get("method") == "notifications/cancelled"
+    }
+    assert cancelled == {m["id"] for m in calls_of(state, "hang")}
+    hung = results(db, "hang")
+    assert len(hung) == count and all(r.err == "cancelled" for r in hung), hung
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -314,14 +327,7 @@ def test_stopping_the_proxy_with_calls_in_flight_leaves_no_process(tmp_path: Pat
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
     assert not alive(int((state / "pid").read_text()))
-    cancelled = {
-        m["params"]["requestId"]
-        for m in received(state)
-        if m.get("method") == "notifications/cancelled"
-    }
-    assert cancelled == {m["id"] for m in calls_of(state, "hang")}
-    hung = results(db, "hang")
-    assert len(hung) == 6 and all(r.err == "cancelled" for r in hung), hung
+    assert_cancelled_downstream(state, db, 6)
     with SQLiteSink(db) as sink:
         assert list(sink.events(kind=Kind.ABORT))
 
@@ -373,14 +379,7 @@ def test_the_stdio_client_leaving_with_calls_in_flight_leaves_no_process(tmp_pat
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
     assert not alive(int((state / "pid").read_text()))
-    cancelled = {
-        m["params"]["requestId"]
-        for m in received(state)
-        if m.get("method") == "notifications/cancelled"
-    }
-    assert cancelled == {m["id"] for m in calls_of(state, "hang")}
-    hung = results(db, "hang")
-    assert len(hung) == 4 and all(r.err == "cancelled" for r in hung), hung
+    assert_cancelled_downstream(state, db, 4)
 
 
 def test_sigterm_while_the_server_starts_leaves_no_process(tmp_path: Path) -> None:
