@@ -20,7 +20,7 @@ pytest.importorskip("mcp_server_time")
 import rfc8785
 from mcp import Client, StdioServerParameters
 
-from ledger import AllowAll, AllowList, Gate, Kind, Verdict
+from ledger import AllowAll, AllowList, Gate, Kind, RefSource, Verdict
 from ledger.adapters.mcp import McpGateway, Pins
 from ledger.adapters.mcp.definitions import DEFINITION_LABEL, DefinitionResolver
 from ledger.drift import chain_refs, verify_refs
@@ -201,7 +201,7 @@ def test_a_safe_call_cites_the_definition_it_was_served_under(repo: Path, tmp_pa
         ]
         ref = cited["mcp-tool:mcp-git/git_status"]
         assert ref.hash == definition.refs[0].hash
-        assert any(r.source.value == "tool" for r in decision.refs)  # the run's request
+        assert any(r.source == RefSource.TOOL for r in decision.refs)  # the run's request
 
 
 def test_structured_content_and_output_schema_pass_through(tmp_path: Path) -> None:
