@@ -1,6 +1,7 @@
-"""The retention rules, pure: durations, the policy (keep, floor), legal holds, and what
-an erasure may touch.
+"""The retention rules, pure: the policy (keep, floor), legal holds, and what an erasure
+may touch (durations are read by :func:`ledger.timefmt.parse_duration`).
 
+>>> from ledger.timefmt import parse_duration
 >>> parse_duration("400d")
 datetime.timedelta(days=400)
 >>> p = Policy(keep=parse_duration("400d"), floor=parse_duration("180d"))
