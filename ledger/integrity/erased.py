@@ -24,17 +24,20 @@ checked (its count and leaf digest still are).
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.model.erasure import policy_floor, record_summary, tombstone_of
+from ledger.model.erasure import HoldScope, hold_change, policy_floor, record_summary, tombstone_of
 from ledger.timefmt import format_duration, format_time
 
 __all__ = ["ErasedRows", "RecordTally"]
 
 _MAX_LISTED = 10
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
 
 
 @dataclass(slots=True)
@@ -51,17 +54,33 @@ class RecordTally:
     summary: Any = None  # the record's RecordSummary once its row is read
     youngest: datetime | None = None  # the latest event time among its rows
     in_force: tuple[int, timedelta] | None = None  # the log's policy when it was read
+    holds: tuple[HoldScope, ...] = ()  # the log's standing holds when it was read
+    runs: dict[str, int] = field(default_factory=dict)  # its rows per run, for the holds
+    times: array[int] = field(default_factory=lambda: array("q"))  # its rows' times (µs)
+    untimed: int = 0  # its rows whose time could not be read
 
 
 class ErasedRows:
     """State of the erased-row rule over one pass (see the module notes)."""
 
-    __slots__ = ("claims", "policy", "records")
+    __slots__ = ("claims", "holds", "policy", "records")
 
     def __init__(self) -> None:
         self.records: dict[str, RecordTally] = {}
         self.claims: list[tuple[int, bytes, str]] = []  # (leaf index, kept hash, event id)
         self.policy: tuple[int, timedelta] | None = None  # the last policy record read
+        self.holds: dict[str, HoldScope] = {}  # the holds placed and not yet released
+
+    def hold_record(self, data: bytes) -> None:
+        """Read a row that may place or release a legal hold (rows in leaf order)."""
+        found = hold_change(data)
+        if found is None:
+            return
+        hold, scope = found
+        if scope is None:
+            self.holds.pop(hold, None)
+        else:
+            self.holds[hold] = scope
 
     def policy_record(self, data: bytes) -> None:
         """Read a row that may be a retention policy record (rows in leaf order): the
@@ -92,6 +111,11 @@ class ErasedRows:
                 tally.event_ids.append(event_id)
             if stone.time is not None and (tally.youngest is None or stone.time > tally.youngest):
                 tally.youngest = stone.time
+            tally.runs[stone.run_id] = tally.runs.get(stone.run_id, 0) + 1
+            if stone.time is None:
+                tally.untimed += 1
+            else:
+                tally.times.append((stone.time - _EPOCH) // _MICRO)
         return stone.leaf_hash
 
     def see(self, event_id: str, data: bytes) -> None:
@@ -101,6 +125,7 @@ class ErasedRows:
             tally.found = True
             tally.summary = record_summary(data)
             tally.in_force = self.policy
+            tally.holds = tuple(self.holds.values())
 
     @property
     def erased(self) -> int:
@@ -181,4 +206,29 @@ def _against_policy(record: str, t: RecordTally) -> str:
             f"{format_duration(floor)} (an event from {format_time(t.youngest)}; at "
             f"{format_time(s.at)} nothing from {format_time(cutoff)} on could be erased)"
         )
+    for hold in t.holds:
+        held = _held(hold, t)
+        if held:
+            return (
+                f"erasure record {record} erased {held} event(s) under legal hold "
+                f"{hold.hold_id} ({_covers(hold)}), which stood in the log when it was made"
+            )
     return ""
+
+
+def _held(hold: HoldScope, t: RecordTally) -> int:
+    """How many of the rows ``t`` tallies ``hold`` covers (a row of unknown time counts
+    for a time range: nothing shows it is outside)."""
+    if hold.run_id is not None:
+        return t.runs.get(hold.run_id, 0)
+    lo = -(1 << 63) if hold.since is None else (hold.since - _EPOCH) // _MICRO
+    hi = (1 << 63) if hold.until is None else (hold.until - _EPOCH) // _MICRO
+    return t.untimed + sum(1 for us in t.times if lo <= us < hi)
+
+
+def _covers(hold: HoldScope) -> str:
+    if hold.run_id is not None:
+        return f"run {hold.run_id}"
+    start = format_time(hold.since) if hold.since else "(open)"
+    end = format_time(hold.until) if hold.until else "(open)"
+    return f"{start} .. {end}"

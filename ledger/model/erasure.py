@@ -57,6 +57,7 @@ __all__ = [
     "erase_stored",
     "erased_text",
     "erasure_digest",
+    "hold_change",
     "policy_floor",
     "record_summary",
     "tombstone_of",
@@ -67,6 +68,10 @@ ERASE_TOOL = "ledger.erase"
 POLICY_TOOL = "ledger.retention.set"
 """The tool name of a retention policy record (verification checks each erasure against
 the policy the log held when it was made)."""
+HOLD_ADD_TOOL = "ledger.hold.add"
+"""The tool name of a legal hold's record (and of its release, below): verification
+checks each erasure against the holds standing when it was made."""
+HOLD_RELEASE_TOOL = "ledger.hold.release"
 
 ALL_FIELDS = (
     "refs", "agent_path", "label", "preview", "args", "reason", "result", "err", "actor",
@@ -197,6 +202,7 @@ class Tombstone:
     records: tuple[str, ...]
     fields: tuple[str, ...]
     time: datetime | None = None  # the erased event's time (None: not readable)
+    run_id: str = ""  # the erased event's run
 
 
 def tombstone_of(data: bytes) -> Tombstone | None:
@@ -219,6 +225,7 @@ def tombstone_of(data: bytes) -> Tombstone | None:
         records=erasure.records,
         fields=erasure.fields,
         time=_time_or_none(obj.get("time")),
+        run_id=obj["run_id"] if type(obj.get("run_id")) is str else "",
     )
 
 
@@ -291,6 +298,38 @@ def policy_floor(data: bytes) -> tuple[int, timedelta] | None:
         return args["version"], parse_duration(floor)
     except ValidationError:
         return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoldScope:
+    """What a legal hold's record says it covers: a run, or a time range (either end
+    open; neither: every event)."""
+
+    hold_id: str
+    run_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def hold_change(data: bytes) -> tuple[str, HoldScope | None] | None:
+    """``(hold id, its scope)`` when the stored bytes ``data`` hold a legal hold's
+    record, ``(hold id, None)`` for its release, else None."""
+    added = _record_args(data, HOLD_ADD_TOOL)
+    if added is not None:
+        hold = added.get("hold")
+        if type(hold) is not str:
+            return None
+        run = added.get("run_id")
+        return hold, HoldScope(
+            hold_id=hold,
+            run_id=run if type(run) is str else None,
+            since=_time_or_none(added.get("since")),
+            until=_time_or_none(added.get("until")),
+        )
+    released = _record_args(data, HOLD_RELEASE_TOOL)
+    if released is not None and type(released.get("hold")) is str:
+        return released["hold"], None
+    return None
 
 
 def _record_args(data: bytes, tool: str) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from typing import Any
 from ulid import ULID
 
 from ledger.ids import new_event_id
-from ledger.model.erasure import ERASE_TOOL, POLICY_TOOL
+from ledger.model.erasure import ERASE_TOOL, HOLD_ADD_TOOL, HOLD_RELEASE_TOOL, POLICY_TOOL
 from ledger.model.event import Event
 from ledger.model.values import Actor, Ref
 
@@ -43,8 +43,6 @@ __all__ = [
 
 ADMIN_RUN_PREFIX = "ledger-retention-"
 """The run id prefix of the runs that record retention changes."""
-HOLD_ADD_TOOL = "ledger.hold.add"
-HOLD_RELEASE_TOOL = "ledger.hold.release"
 AGENT_PATH = "ledger"
 
 

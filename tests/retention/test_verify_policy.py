@@ -140,3 +140,39 @@ def test_a_hand_made_erasure_the_policy_allowed_is_accounted_for(
                   at=NOW)  # fmt: skip
     result = verify_ledger(sink, None)
     assert result.ok, result.findings
+
+
+POLICY = {"version": 1, "keep": "400d", "floor": "180d"}
+
+
+@pytest.mark.parametrize("scope", ["run", "range", "open range"])
+def test_an_erasure_by_hand_under_a_standing_hold_is_reported(
+    ledger_db: Ledger, scope: str
+) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("held", OLD) + run_events("other", OLD + timedelta(days=30)))
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", reason="policy")
+    if scope == "run":
+        hold = r.add_hold(run_id="held", reason="litigation")
+    elif scope == "range":
+        hold = r.add_hold(since=OLD, until=OLD + timedelta(days=1), reason="litigation")
+    else:
+        hold = r.add_hold(until=OLD + timedelta(days=1), reason="litigation")
+    r.erase(Selection.of_run("other"), reason="GDPR", by="dpo")  # outside the hold: fine
+    assert verify_ledger(sink, None).ok
+    record = erase_by_hand(ledger_db, sink, "held", policy=POLICY, at=NOW)
+    (message,) = forbidden(verify_ledger(sink, None))
+    assert record in message and f"under legal hold {hold.hold_id}" in message
+
+
+def test_an_erasure_after_the_hold_was_released_verifies(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("held", OLD))
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", reason="policy")
+    hold = r.add_hold(run_id="held", reason="litigation")
+    r.release_hold(hold.hold_id, reason="case closed")
+    erase_by_hand(ledger_db, sink, "held", policy=POLICY, at=NOW)
+    result = verify_ledger(sink, None)
+    assert result.ok, result.findings
