@@ -403,3 +403,30 @@ def test_a_hold_placed_with_non_utc_times_is_recorded_as_placed(ledger_db: Ledge
     assert parse_time(format_time(since)) == since
     r.erase(Selection.of_run("a"), reason="outside the hold", by="dpo")
     _verifies(sink)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Selection.older_than keeps a non-UTC datetime and the erasure record writes it "
+    "with format_time (offset dropped, Z appended): the record states a cutoff hours off "
+    "the one the erasure used, and names rows that are not before it",
+)
+def test_an_erasure_by_date_in_another_zone_records_the_cutoff_it_used(
+    ledger_db: Ledger,
+) -> None:
+    from datetime import timezone
+
+    import orjson
+
+    from ledger.timefmt import parse_time
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("a", OLD))
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", reason="policy")
+    before = (OLD + timedelta(hours=3)).astimezone(timezone(timedelta(hours=-5)))
+    done = r.erase(Selection.older_than(before), reason="old", by="dpo")
+    assert done.erased == 7 and done.record_id is not None
+    _verifies(sink)
+    args = orjson.loads(sink.get(done.record_id).args or "{}")
+    assert parse_time(args["selection"]["before"]) == before, args["selection"]
