@@ -89,9 +89,9 @@ def test_an_erasure_at_the_edge_of_the_floor_verifies(ledger_db: Ledger) -> None
     _verifies(sink)
 
 
-def test_an_erasure_spanning_several_pages_verifies(sqlite_ledger: Ledger) -> None:
+def test_an_erasure_spanning_several_pages_verifies(ledger_db: Ledger) -> None:
     """More than 5,000 rows in one erasure (several scan pages), by date."""
-    sink = sqlite_ledger.open()
+    sink = ledger_db.open()
     sink.record_many(run_events("big", OLD, calls=2600))
     sink.record_many(run_events("young", NOW - timedelta(days=1)))
     r = Retention(sink, clock=lambda: NOW)
@@ -100,7 +100,7 @@ def test_an_erasure_spanning_several_pages_verifies(sqlite_ledger: Ledger) -> No
     done = r.erase(Selection.older_than(NOW - timedelta(days=200)), reason="old", by="dpo")
     assert done.erased > 5000
     _verifies(sink)
-    assert hold.hold_id
+    assert [h.hold_id for h in r.holds()] == [hold.hold_id]
 
 
 def test_a_crypto_shredding_ledger_verifies_after_key_and_whole_erasures(
