@@ -55,9 +55,16 @@ def coerce_time(value: object, *, field: str = "time") -> datetime:
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with ``Z`` and trimmed fractional seconds."""
+    """RFC 3339 in UTC with ``Z`` and trimmed fractional seconds (an aware time in another
+    zone is converted; a naive one is taken as UTC).
+
+    >>> format_time(datetime(2025, 1, 5, tzinfo=timezone(timedelta(hours=-5))))
+    '2025-01-05T05:00:00Z'
+    """
     # isoformat is C code: "YYYY-MM-DDTHH:MM:SS[.ffffff]" then "+00:00" when in UTC
     utc = value.tzinfo is UTC
+    if not utc and value.tzinfo is not None and value.utcoffset() is not None:
+        value, utc = value.astimezone(UTC), True
     text = value.isoformat()[:-6] if utc else value.replace(tzinfo=None).isoformat()
     return (text.rstrip("0") if value.microsecond else text) + "Z"
 

@@ -31,13 +31,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ledger.model.erasure import HoldScope, hold_change, policy_floor, record_summary, tombstone_of
-from ledger.timefmt import format_duration, format_time
+from ledger.timefmt import format_duration, format_time, utc_now
 
 __all__ = ["ErasedRows", "RecordTally"]
 
 _MAX_LISTED = 10
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
+_SKEW = timedelta(minutes=5)  # how far ahead of the verifier's clock a writer's may be
 
 
 @dataclass(slots=True)
@@ -199,6 +200,11 @@ def _against_policy(record: str, t: RecordTally) -> str:
         )
     if s.at is None:
         return f"erasure record {record} does not say when it was made"
+    if s.at > utc_now() + _SKEW:  # a later date would move the floor's cutoff forward
+        return (
+            f"erasure record {record} is dated {format_time(s.at)}, after this "
+            "verification's own clock: the ledger dates an erasure when it makes it"
+        )
     cutoff = s.at - floor
     if t.youngest is not None and t.youngest >= cutoff:
         return (

@@ -63,6 +63,9 @@ __all__ = [
     "tombstone_of",
 ]
 
+ADMIN_RUN_PREFIX = "ledger-retention-"
+"""The run id prefix of the runs that record retention changes (only actions in such a
+run are retention records)."""
 ERASE_TOOL = "ledger.erase"
 """The tool name of an erasure record (an ``action`` the ledger appends to its own log)."""
 POLICY_TOOL = "ledger.retention.set"
@@ -334,12 +337,16 @@ def hold_change(data: bytes) -> tuple[str, HoldScope | None] | None:
 
 def _record_args(data: bytes, tool: str) -> dict[str, Any] | None:
     """The ``args`` object of the record in the stored bytes ``data`` when they hold an
-    ``action`` of ``tool`` (a record the ledger appends to its own log), else None."""
+    ``action`` of ``tool`` in a retention run (a record the ledger appends to its own
+    log; an agent's event of the same tool name in another run is none), else None."""
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
     if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != tool:
+        return None
+    run = obj.get("run_id")
+    if type(run) is not str or not run.startswith(ADMIN_RUN_PREFIX):
         return None
     args = obj.get("args")
     return args if type(args) is dict else None

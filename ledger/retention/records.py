@@ -27,7 +27,13 @@ from typing import Any
 from ulid import ULID
 
 from ledger.ids import new_event_id
-from ledger.model.erasure import ERASE_TOOL, HOLD_ADD_TOOL, HOLD_RELEASE_TOOL, POLICY_TOOL
+from ledger.model.erasure import (
+    ADMIN_RUN_PREFIX,
+    ERASE_TOOL,
+    HOLD_ADD_TOOL,
+    HOLD_RELEASE_TOOL,
+    POLICY_TOOL,
+)
 from ledger.model.event import Event
 from ledger.model.values import Actor, Ref
 
@@ -41,8 +47,6 @@ __all__ = [
     "is_admin_run",
 ]
 
-ADMIN_RUN_PREFIX = "ledger-retention-"
-"""The run id prefix of the runs that record retention changes."""
 AGENT_PATH = "ledger"
 
 

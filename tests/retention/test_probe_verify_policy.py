@@ -128,11 +128,6 @@ def _agent_action(tool: str, args: dict[str, Any], when: datetime) -> list[Event
     ]  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify reads any action of tool ledger.hold.add as a legal hold, even in an "
-    "ordinary run the retention API never reads (it only trusts admin runs)",
-)
 def test_an_agent_event_named_like_a_hold_does_not_fail_api_erasures(ledger_db: Ledger) -> None:
     sink = ledger_db.open()
     sink.record_many(run_events("old", OLD))
@@ -143,11 +138,6 @@ def test_an_agent_event_named_like_a_hold_does_not_fail_api_erasures(ledger_db: 
     _verifies(sink)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify reads any action of tool ledger.retention.set as the policy in force, "
-    "even in an ordinary run the retention API never reads",
-)
 def test_an_agent_event_named_like_a_policy_does_not_fail_api_erasures(
     ledger_db: Ledger,
 ) -> None:
@@ -160,11 +150,6 @@ def test_an_agent_event_named_like_a_policy_does_not_fail_api_erasures(
     _verifies(sink)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an ordinary event of tool ledger.hold.release releases the hold in verify's "
-    "view: an erasure by hand under a standing hold then verifies",
-)
 def test_an_agent_event_named_like_a_release_does_not_lift_a_hold(ledger_db: Ledger) -> None:
     sink = ledger_db.open()
     sink.record_many(run_events("held", OLD))
@@ -178,11 +163,6 @@ def test_an_agent_event_named_like_a_release_does_not_lift_a_hold(ledger_db: Led
     assert any(record in m and f"under legal hold {hold.hold_id}" in m for m in messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an ordinary event of tool ledger.retention.set with floor 0d becomes the "
-    "policy in force for verify: an erasure by hand inside the real floor then verifies",
-)
 def test_an_agent_event_named_like_a_policy_does_not_lower_the_floor(ledger_db: Ledger) -> None:
     sink = ledger_db.open()
     sink.record_many(run_events("young", NOW - timedelta(days=10)))
@@ -256,7 +236,8 @@ def _forge(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="verify takes an erased event's time from the tombstone, whose kept fields the "
+    reason="a limit of the design (docs/retention.md): verify takes an erased event's time "
+    "from the tombstone, whose kept fields the "
     "forger writes (the kept leaf hash does not cover them): a young run whose tombstones "
     "say it is old verifies",
 )
@@ -272,7 +253,8 @@ def test_a_young_run_erased_by_hand_with_old_times_in_its_tombstones_is_reported
 
 @pytest.mark.xfail(
     strict=True,
-    reason="verify takes an erased event's run from the tombstone: a held run erased by "
+    reason="a limit of the design (docs/retention.md): verify takes an erased event's run "
+    "from the tombstone: a held run erased by "
     "hand, its tombstones naming another run, verifies",
 )
 def test_a_held_run_erased_by_hand_under_another_run_name_is_reported(ledger_db: Ledger) -> None:
@@ -285,11 +267,6 @@ def test_a_held_run_erased_by_hand_under_another_run_name_is_reported(ledger_db:
     assert any(record in m and hold.hold_id in m for m in _changed(verify_ledger(sink, None)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an erasure record dated years after the verifier's own clock moves the floor's "
-    "cutoff forward; the API never dates one later than the wall clock, verify accepts it",
-)
 def test_an_erasure_by_hand_dated_in_the_future_is_reported(ledger_db: Ledger) -> None:
     sink = ledger_db.open()
     sink.record_many(run_events("young", NOW - timedelta(days=10)))
@@ -380,12 +357,6 @@ def test_any_sequence_the_api_accepts_verifies(ops: list[tuple[Any, ...]]) -> No
         assert result.ok and not _changed(result), [f.message for f in result.findings]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="add_hold writes a hold's range with format_time, which drops a non-UTC offset "
-    "and appends Z: the log's hold record is shifted, so the API then refuses every "
-    "erasure as tables changed outside the ledger (and verify reads the shifted range)",
-)
 def test_a_hold_placed_with_non_utc_times_is_recorded_as_placed(ledger_db: Ledger) -> None:
     from datetime import timezone
 
@@ -405,12 +376,6 @@ def test_a_hold_placed_with_non_utc_times_is_recorded_as_placed(ledger_db: Ledge
     _verifies(sink)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Selection.older_than keeps a non-UTC datetime and the erasure record writes it "
-    "with format_time (offset dropped, Z appended): the record states a cutoff hours off "
-    "the one the erasure used, and names rows that are not before it",
-)
 def test_an_erasure_by_date_in_another_zone_records_the_cutoff_it_used(
     ledger_db: Ledger,
 ) -> None:

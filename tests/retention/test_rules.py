@@ -189,9 +189,14 @@ def test_erasure_digest_is_order_and_content_sensitive() -> None:
 
 def test_record_summary_reads_an_erasure_record_only() -> None:
     args = {"events": 3, "digest": "ff", "tombstones": "ee"}
-    record = Event(kind="action", tool="ledger.erase", args=args, verdict="allowed")
+    admin = "ledger-retention-01JDX0S1ZQ9T4W8M3V6K2N7B5C"
+    record = Event(kind="action", run_id=admin, tool="ledger.erase", args=args, verdict="allowed")
     summary = record_summary(record.to_json().encode())
     assert summary is not None and (summary.events, summary.digest) == (3, "ff")
     assert summary.tombstones == "ee"
-    other = Event(kind="action", tool="mail", args=args)
+    other = Event(kind="action", run_id=admin, tool="mail", args=args)
     assert record_summary(other.to_json().encode()) is None
+    # the same record in an agent's run is no erasure record (the ledger writes its own
+    # records in retention runs only)
+    lookalike = Event(kind="action", run_id="agent-run", tool="ledger.erase", args=args)
+    assert record_summary(lookalike.to_json().encode()) is None
