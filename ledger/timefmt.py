@@ -64,7 +64,10 @@ def format_time(value: datetime) -> str:
     # isoformat is C code: "YYYY-MM-DDTHH:MM:SS[.ffffff]" then "+00:00" when in UTC
     utc = value.tzinfo is UTC
     if not utc and value.tzinfo is not None and value.utcoffset() is not None:
-        value, utc = value.astimezone(UTC), True
+        try:
+            value, utc = value.astimezone(UTC), True
+        except OverflowError:
+            raise ValidationError(f"{value.isoformat()} is out of range in UTC") from None
     text = value.isoformat()[:-6] if utc else value.replace(tzinfo=None).isoformat()
     return (text.rstrip("0") if value.microsecond else text) + "Z"
 

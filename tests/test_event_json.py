@@ -696,9 +696,17 @@ def test_hash_built_from_fields_on_flat_and_nested_args(args: Any, duration: int
     )
 )
 def test_format_time_is_the_field_by_field_layout(value: datetime) -> None:
+    """The layout, field by field, of the time in UTC (an aware time in another zone is
+    converted; one that has no UTC form is refused)."""
+    from ledger.errors import ValidationError
     from ledger.timefmt import format_time
 
-    v = value
+    try:
+        v = value.astimezone(UTC)
+    except OverflowError:
+        with pytest.raises(ValidationError, match="out of range in UTC"):
+            format_time(value)
+        return
     expected = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
     if v.microsecond:
         expected += "." + f"{v.microsecond:06d}".rstrip("0")
