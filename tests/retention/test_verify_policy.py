@@ -9,6 +9,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 
 from ledger.integrity.verify import FindingKind, verify_ledger
@@ -24,13 +25,22 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def erase_by_hand(
-    db: Ledger, sink: Any, run_id: str, *, policy: dict[str, Any], at: datetime
+    db: Ledger,
+    sink: Any,
+    run_id: str,
+    *,
+    policy: dict[str, Any],
+    at: datetime,
+    time: str | None = None,
+    run: str | None = None,
 ) -> str:
     """What an eraser outside the ledger would do: tombstone the run's rows with SQL
     (each keeps its committed leaf hash, so the tree still verifies) and append an
-    erasure record that accounts for them exactly. Returns the record's id."""
-    run = RetentionRun()
-    record_id = str(run.record_id)
+    erasure record that accounts for them exactly. Returns the record's id. ``time`` and
+    ``run`` rewrite the tombstones' kept time and run id (a forger's lie: the kept leaf
+    hash covers the original bytes, which do not show them)."""
+    retention = RetentionRun()
+    record_id = str(retention.record_id)
     rows = db.sql(
         "SELECT seq, leaf_index, event_json FROM {p}events WHERE run_id = :r ORDER BY leaf_index",
         r=run_id,
@@ -39,6 +49,11 @@ def erase_by_hand(
     for seq, index, text in rows:
         data = str(text).encode()
         leaf = hashlib.sha256(b"\x00" + data).digest()
+        if time is not None or run is not None:
+            event = orjson.loads(data)
+            event["time"] = time or event["time"]
+            event["run_id"] = run or event["run_id"]
+            data = orjson.dumps(event)
         tomb, chash, has_err = erase_stored(
             data, fields=ALL_FIELDS, leaf_hash=leaf.hex(), record=record_id, reason="by hand"
         )
@@ -62,7 +77,7 @@ def erase_by_hand(
         "reason": "by hand",
     }
     sink.record_many(
-        run.events(
+        retention.events(
             tool=ERASE_TOOL,
             asked="erase",
             record=record,
