@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.model.erasure import HoldScope, hold_change, policy_floor, record_summary, tombstone_of
+from ledger.model.erasure import (
+    POLICY_TOOL,
+    HoldScope,
+    hold_change,
+    policy_floor,
+    record_summary,
+    retention_record,
+    tombstone_of,
+)
 from ledger.timefmt import format_duration, format_time, utc_now
 
 __all__ = ["ErasedRows", "RecordTally"]
@@ -72,23 +80,26 @@ class ErasedRows:
         self.policy: tuple[int, timedelta] | None = None  # the last policy record read
         self.holds: dict[str, HoldScope] = {}  # the holds placed and not yet released
 
-    def hold_record(self, data: bytes) -> None:
-        """Read a row that may place or release a legal hold (rows in leaf order)."""
-        found = hold_change(data)
+    def retention_record(self, data: bytes) -> None:
+        """Read a row of a retention run (rows in leaf order): a policy record is the
+        policy in force from there on, a hold's record or release changes the standing
+        holds, for the erasure records that follow."""
+        found = retention_record(data)
         if found is None:
             return
-        hold, scope = found
-        if scope is None:
-            self.holds.pop(hold, None)
-        else:
-            self.holds[hold] = scope
-
-    def policy_record(self, data: bytes) -> None:
-        """Read a row that may be a retention policy record (rows in leaf order): the
-        policy in force from there on, for the erasure records that follow."""
-        found = policy_floor(data)
-        if found is not None:
-            self.policy = found
+        tool, args = found
+        if tool == POLICY_TOOL:
+            policy = policy_floor(args)
+            if policy is not None:
+                self.policy = policy
+            return
+        change = hold_change(tool, args)
+        if change is not None:
+            hold, scope = change
+            if scope is None:
+                self.holds.pop(hold, None)
+            else:
+                self.holds[hold] = scope
 
     def leaf(self, index: int, data: bytes, event_id: str = "") -> bytes | None:
         """The kept leaf hash when ``data`` is a tombstone (tallied), else None."""

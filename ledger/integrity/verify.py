@@ -63,7 +63,7 @@ from ledger.integrity.merkle import (
     verify_consistency,
 )
 from ledger.integrity.note import NoteVerifier, open_note, parse_signatures
-from ledger.model.erasure import HOLD_ADD_TOOL, HOLD_RELEASE_TOOL, POLICY_TOOL
+from ledger.model.erasure import ADMIN_RUN_PREFIX
 
 __all__ = [
     "Finding",
@@ -681,8 +681,7 @@ class _Fold:
 
 
 _ERASED_MARK = b'"erased":{'  # in every tombstone (ledger.model.erasure)
-_POLICY_MARK = b'"tool":"' + POLICY_TOOL.encode() + b'"'  # in every retention policy record
-_HOLD_MARKS = tuple(b'"tool":"' + t.encode() + b'"' for t in (HOLD_ADD_TOOL, HOLD_RELEASE_TOOL))
+_ADMIN_MARK = b'"run_id":"' + ADMIN_RUN_PREFIX.encode()  # in every retention run's row
 
 
 def _fast_scan(
@@ -737,16 +736,13 @@ def _scan(
     feed = fold.feed
     sha256 = hashlib.sha256
     erased = erased if erased is not None else ErasedRows()
-    records, mark, policy = erased.records, _ERASED_MARK, _POLICY_MARK
-    hold, release = _HOLD_MARKS
+    records, mark, admin = erased.records, _ERASED_MARK, _ADMIN_MARK
 
     def leaf_of(r: Sequence[Any]) -> bytes:
         """A row's leaf: a tombstone's kept hash (tallied by ``erased``), else computed."""
         data = r[3]
-        if policy in data:
-            erased.policy_record(data)
-        elif hold in data or release in data:
-            erased.hold_record(data)
+        if admin in data:
+            erased.retention_record(data)
         if records and r[1] in records:
             erased.see(r[1], data)
         kept = erased.leaf(r[2], data, r[1]) if mark in data else None
@@ -766,7 +762,7 @@ def _scan(
             feed(
                 [
                     leaf_of(r)
-                    if records or mark in r[3] or policy in r[3] or hold in r[3] or release in r[3]
+                    if records or mark in r[3] or admin in r[3]
                     else sha256(b"\x00" + r[3]).digest()
                     for r in batch
                 ]

@@ -60,6 +60,7 @@ __all__ = [
     "hold_change",
     "policy_floor",
     "record_summary",
+    "retention_record",
     "tombstone_of",
 ]
 
@@ -263,9 +264,10 @@ def record_summary(data: bytes) -> RecordSummary | None:
     """The :class:`RecordSummary` in the stored bytes of an erasure record (an
     ``action`` of tool :data:`ERASE_TOOL` whose ``args`` hold ``events``, ``digest`` and
     ``tombstones``), or None when ``data`` is not one."""
-    args = _record_args(data, ERASE_TOOL)
-    if args is None:
+    found = retention_record(data)
+    if found is None or found[0] != ERASE_TOOL:
         return None
+    args = found[1]
     count, digest, stones = args.get("events"), args.get("digest"), args.get("tombstones")
     if type(count) is not int or type(digest) is not str or type(stones) is not str:
         return None
@@ -287,18 +289,14 @@ def record_summary(data: bytes) -> RecordSummary | None:
     )
 
 
-def policy_floor(data: bytes) -> tuple[int, timedelta] | None:
-    """``(version, floor)`` of the retention policy record in the stored bytes ``data``
-    (an ``action`` of tool :data:`POLICY_TOOL`), or None when ``data`` is not one (or its
-    version or floor cannot be read)."""
-    args = _record_args(data, POLICY_TOOL)
-    if args is None or type(args.get("version")) is not int:
-        return None
-    floor = args.get("floor")
-    if type(floor) is not str:
+def policy_floor(args: dict[str, Any]) -> tuple[int, timedelta] | None:
+    """``(version, floor)`` of a retention policy record's ``args`` (see
+    :func:`retention_record`), or None when its version or floor cannot be read."""
+    version, floor = args.get("version"), args.get("floor")
+    if type(version) is not int or type(floor) is not str:
         return None
     try:
-        return args["version"], parse_duration(floor)
+        return version, parse_duration(floor)
     except ValidationError:
         return None
 
@@ -314,42 +312,39 @@ class HoldScope:
     until: datetime | None = None
 
 
-def hold_change(data: bytes) -> tuple[str, HoldScope | None] | None:
-    """``(hold id, its scope)`` when the stored bytes ``data`` hold a legal hold's
-    record, ``(hold id, None)`` for its release, else None."""
-    added = _record_args(data, HOLD_ADD_TOOL)
-    if added is not None:
-        hold = added.get("hold")
-        if type(hold) is not str:
-            return None
-        run = added.get("run_id")
-        return hold, HoldScope(
-            hold_id=hold,
-            run_id=run if type(run) is str else None,
-            since=_time_or_none(added.get("since")),
-            until=_time_or_none(added.get("until")),
-        )
-    released = _record_args(data, HOLD_RELEASE_TOOL)
-    if released is not None and type(released.get("hold")) is str:
-        return released["hold"], None
-    return None
+def hold_change(tool: str, args: dict[str, Any]) -> tuple[str, HoldScope | None] | None:
+    """``(hold id, its scope)`` for a legal hold's record (``tool``
+    :data:`HOLD_ADD_TOOL` and its ``args``, see :func:`retention_record`), ``(hold id,
+    None)`` for its release, else None."""
+    hold = args.get("hold")
+    if type(hold) is not str or tool not in (HOLD_ADD_TOOL, HOLD_RELEASE_TOOL):
+        return None
+    if tool == HOLD_RELEASE_TOOL:
+        return hold, None
+    run = args.get("run_id")
+    return hold, HoldScope(
+        hold_id=hold,
+        run_id=run if type(run) is str else None,
+        since=_time_or_none(args.get("since")),
+        until=_time_or_none(args.get("until")),
+    )
 
 
-def _record_args(data: bytes, tool: str) -> dict[str, Any] | None:
-    """The ``args`` object of the record in the stored bytes ``data`` when they hold an
-    ``action`` of ``tool`` in a retention run (a record the ledger appends to its own
-    log; an agent's event of the same tool name in another run is none), else None."""
+def retention_record(data: bytes) -> tuple[str, dict[str, Any]] | None:
+    """``(tool, args)`` of the retention record in the stored bytes ``data``: an
+    ``action`` in a retention run (a record the ledger appends to its own log; an agent's
+    event of the same tool name in another run is none) whose ``args`` is an object;
+    else None."""
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    if type(obj) is not dict or obj.get("kind") != "action" or obj.get("tool") != tool:
+    if type(obj) is not dict or obj.get("kind") != "action":
         return None
-    run = obj.get("run_id")
-    if type(run) is not str or not run.startswith(ADMIN_RUN_PREFIX):
+    run, tool, args = obj.get("run_id"), obj.get("tool"), obj.get("args")
+    if type(run) is not str or not run.startswith(ADMIN_RUN_PREFIX) or type(tool) is not str:
         return None
-    args = obj.get("args")
-    return args if type(args) is dict else None
+    return (tool, args) if type(args) is dict else None
 
 
 def _time_or_none(value: object) -> datetime | None:
