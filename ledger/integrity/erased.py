@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ledger.integrity.policy_change import lowers, signed_by
 from ledger.model.erasure import (
     POLICY_TOOL,
     HoldScope,
@@ -46,6 +47,7 @@ __all__ = ["ErasedRows", "RecordTally"]
 _MAX_LISTED = 10
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
+_ID_PREFIX = b'{"event_id":"'  # how every row the ledger writes begins
 _SKEW = timedelta(minutes=5)  # how far ahead of the verifier's clock a writer's may be
 
 
@@ -72,26 +74,48 @@ class RecordTally:
 class ErasedRows:
     """State of the erased-row rule over one pass (see the module notes)."""
 
-    __slots__ = ("claims", "holds", "policy", "records")
+    __slots__ = ("claims", "holds", "keys", "policy", "records", "unsigned")
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every row read (a pass starting over)."""
         self.records: dict[str, RecordTally] = {}
         self.claims: list[tuple[int, bytes, str]] = []  # (leaf index, kept hash, event id)
-        self.policy: tuple[int, timedelta] | None = None  # the last policy record read
+        self.policy: tuple[int, timedelta] | None = None  # the policy in force (version, floor)
+        self.keys: tuple[str, ...] = ()  # the keys of the policy in force
         self.holds: dict[str, HoldScope] = {}  # the holds placed and not yet released
+        # (event id, message, leaf index) of each policy record that lowered the floor,
+        # or changed the keys, with no valid signature by a key of the policy before it
+        self.unsigned: list[tuple[str, str, int]] = []
 
-    def retention_record(self, data: bytes) -> None:
+    def retention_record(self, data: bytes, event_id: str = "", index: int = -1) -> None:
         """Read a row of a retention run (rows in leaf order): a policy record is the
-        policy in force from there on, a hold's record or release changes the standing
-        holds, for the erasure records that follow."""
+        policy in force from there on (unless it lowers the floor, or changes the keys,
+        without a valid signature by a key of the policy before it: then it is a
+        finding and the policy before it stays in force), a hold's record or release
+        changes the standing holds, for the erasure records that follow."""
         found = retention_record(data)
         if found is None:
             return
         tool, args = found
+        if not event_id and data.startswith(_ID_PREFIX):
+            event_id = data[13:39].decode("ascii", "replace")
         if tool == POLICY_TOOL:
             policy = policy_floor(args)
-            if policy is not None:
-                self.policy = policy
+            if policy is None:
+                return
+            keys = args.get("keys")
+            keys = tuple(keys) if type(keys) is list and all(type(k) is str for k in keys) else ()
+            if (
+                self.policy is not None
+                and lowers(self.policy[1], self.keys, policy[1], keys)
+                and not signed_by(args, self.keys)
+            ):
+                self.unsigned.append((event_id, _unsigned(event_id, policy, self.policy), index))
+                return
+            self.policy, self.keys = policy, keys
             return
         change = hold_change(tool, args)
         if change is not None:
@@ -148,7 +172,7 @@ class ErasedRows:
         """``(record or event id, message, leaf index)`` for each tombstone the log does
         not account for; ``stored_leaves`` are the stored level-0 nodes in index order
         (read only when there are tombstones)."""
-        out: list[tuple[str, str, int]] = []
+        out: list[tuple[str, str, int]] = list(self.unsigned)
         for record, t in self.records.items():
             listed = ", ".join(e for e in t.event_ids if e)
             where = f"{t.rows} tombstone(s) ({listed}{' ...' if t.rows > _MAX_LISTED else ''})"
@@ -231,6 +255,18 @@ def _against_policy(record: str, t: RecordTally) -> str:
                 f"{hold.hold_id} ({_covers(hold)}), which stood in the log when it was made"
             )
     return ""
+
+
+def _unsigned(event_id: str, policy: tuple[int, timedelta], before: tuple[int, timedelta]) -> str:
+    version, floor = policy
+    return (
+        f"retention policy record {event_id or '?'} (version {version}, floor "
+        f"{format_duration(floor)}) lowers the floor of version {before[0]} "
+        f"({format_duration(before[1])}) or changes its keys without a valid signature by "
+        "one of that policy's keys: the ledger never writes such a change, so it was made "
+        "outside it; erasures after it are judged under version "
+        f"{before[0]}"
+    )
 
 
 def _held(hold: HoldScope, t: RecordTally) -> int:

@@ -460,7 +460,7 @@ def verify_ledger(
 
     erased = ErasedRows()
     scan = _scan(source, want_roots, wanted, findings, progress, erased)
-    if erased.records:
+    if erased.records or erased.unsigned:
         _erased_findings(source, erased, findings)
         scan.row_findings = scan.row_findings or any(f.severity == "error" for f in findings)
     n = scan.frontier.size
@@ -689,25 +689,33 @@ def _fast_scan(
     want_roots: set[int],
     wanted: set[tuple[int, int]],
     progress: Callable[[int], None] | None,
+    erased: ErasedRows | None = None,
 ) -> _Scan | None:
     """The pass for the common ledger (every row in leaf order, no tombstone), over a
     source's ``prefixed_leaf_batches()``: ``(leaf index, 0x00 + stored bytes)`` rows,
     the least the fold needs. None, as soon as a row is out of order or may be a
-    tombstone (or the source has no such batches): :func:`_scan` then does it all."""
+    tombstone (or the source has no such batches): :func:`_scan` then does it all.
+    The rare rows of retention runs are read by ``erased`` (a policy change is checked
+    even where nothing was erased)."""
     batches = getattr(source, "prefixed_leaf_batches", None)
     if batches is None:
         return None
+    erased = erased if erased is not None else ErasedRows()
     scan = _Scan(frontier=Frontier(), roots={}, nodes={})
     fold = _Fold(scan, want_roots, wanted)
-    sha256, mark = hashlib.sha256, _ERASED_MARK
+    sha256, mark, admin = hashlib.sha256, _ERASED_MARK, _ADMIN_MARK
     expected = 0
     for batch in batches():
         n = len(batch)
         if [r[0] for r in batch] != list(range(expected, expected + n)):
             return None
         data = [r[1] for r in batch]
-        if [d for d in data if mark in d]:
-            return None
+        odd = [i for i, d in enumerate(data) if mark in d or admin in d]
+        if odd:
+            if [i for i in odd if mark in data[i]]:
+                return None
+            for i in odd:
+                erased.retention_record(data[i][1:], "", batch[i][0])
         fold.feed([sha256(d).digest() for d in data])
         expected += n
         if progress is not None:
@@ -728,21 +736,22 @@ def _scan(
     the expected run (the common case) its leaves are hashed in one comprehension and
     folded into the frontier in one call, cut at each size whose root is wanted. The
     lean :func:`_fast_scan` is tried first."""
-    fast = _fast_scan(source, want_roots, wanted, progress)
+    erased = erased if erased is not None else ErasedRows()
+    fast = _fast_scan(source, want_roots, wanted, progress, erased)
     if fast is not None:
         return fast
+    erased.reset()  # the full pass reads every row again
     scan = _Scan(frontier=Frontier(), roots={}, nodes={})
     fold = _Fold(scan, want_roots, wanted)
     feed = fold.feed
     sha256 = hashlib.sha256
-    erased = erased if erased is not None else ErasedRows()
     records, mark, admin = erased.records, _ERASED_MARK, _ADMIN_MARK
 
     def leaf_of(r: Sequence[Any]) -> bytes:
         """A row's leaf: a tombstone's kept hash (tallied by ``erased``), else computed."""
         data = r[3]
         if admin in data:
-            erased.retention_record(data)
+            erased.retention_record(data, r[1], r[2])
         if records and r[1] in records:
             erased.see(r[1], data)
         kept = erased.leaf(r[2], data, r[1]) if mark in data else None

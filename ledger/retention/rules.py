@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ledger.errors import RetentionError, ValidationError
+from ledger.integrity.policy_change import lowers
 from ledger.timefmt import format_duration
 
 __all__ = [
@@ -122,11 +123,7 @@ def change_kind(old: Policy | None, new: Policy) -> str:
         return "first"
     if new == old:
         return "same"
-    if new.floor < old.floor:
-        return "lower"
-    if old.keys and set(new.keys) != set(old.keys):
-        return "lower"  # changing who may lower the floor is as strong as lowering it
-    return "raise"
+    return "lower" if lowers(old.floor, old.keys, new.floor, new.keys) else "raise"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

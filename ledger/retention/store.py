@@ -43,9 +43,10 @@ from ulid import ULID
 from ledger.canonical import canonical_bytes
 from ledger.errors import ValidationError
 from ledger.ids import coerce_event_id
-from ledger.integrity._keytext import b64decode, b64encode
+from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
 from ledger.integrity.note import NoteSigner, Verifier
+from ledger.integrity.policy_change import signed_by
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
 from ledger.model.event import Event
 from ledger.retention.records import (
@@ -395,7 +396,7 @@ class Retention:
                 raise _tampered(f"policy record {event_id} is malformed ({exc})") from None
             if change_kind(previous, policy) == "lower":
                 assert previous is not None
-                if not _signed_by(record, previous.keys):
+                if not signed_by(record, previous.keys):
                     raise _tampered(
                         f"policy record {event_id} (version {record.get('version')}) lowers "
                         "the floor or changes the policy keys without a valid signature by "
@@ -1240,29 +1241,3 @@ def _tampered(what: str) -> Exception:
         f"{what}: the retention tables were changed outside the ledger; run `ledger verify` "
         "and restore them from the log or a backup"
     )
-
-
-def _signed_by(record: dict[str, Any], keys: Sequence[str]) -> bool:
-    """True when ``record`` (a policy change) carries a valid signature, over the RFC
-    8785 form of the record without it, by one of ``keys``."""
-    signature = record.get("signature")
-    if not isinstance(signature, dict):
-        return False
-    body = {k: v for k, v in record.items() if k != "signature"}
-    try:
-        raw = b64decode(str(signature.get("signature")))
-        message = canonical_bytes(body, "rfc8785")
-    except Exception:  # a malformed signature or body: not signed
-        return False
-    for text in keys:
-        try:
-            verifier = Verifier.from_key(text)
-        except Exception:
-            continue
-        if (
-            verifier.name == signature.get("name")
-            and f"{verifier.key_id:08x}" == signature.get("key_id")
-            and verifier.verify(message, raw)
-        ):
-            return True
-    return False

@@ -191,3 +191,99 @@ def test_an_erasure_after_the_hold_was_released_verifies(ledger_db: Ledger) -> N
     erase_by_hand(ledger_db, sink, "held", policy=POLICY, at=NOW)
     result = verify_ledger(sink, None)
     assert result.ok, result.findings
+
+
+def forge_policy(
+    sink: Any, *, version: int, floor: str, keys: list[str], at: datetime, signer: Any = None
+) -> str:
+    """Append a policy change record to the log as the ledger writes one, bypassing the
+    API's check (a forger with write access); signed by ``signer`` when given."""
+    from ledger.canonical import canonical_bytes
+    from ledger.integrity._keytext import b64encode
+    from ledger.model.erasure import POLICY_TOOL
+
+    run = RetentionRun()
+    body: dict[str, Any] = {
+        "origin": "",
+        "version": version,
+        "keep": "400d",
+        "floor": floor,
+        "keys": keys,
+        "previous": None,
+        "change": "lower",
+        "at": format_time(at),
+        "by": "someone",
+        "reason": "forged",
+    }
+    signature = None
+    if signer is not None:
+        signed = signer.sign(canonical_bytes(body, "rfc8785"))
+        signature = {
+            "name": signer.name,
+            "key_id": f"{signer.key_id:08x}",
+            "signature": b64encode(signed),
+        }
+    events = run.events(
+        tool=POLICY_TOOL,
+        asked="set retention",
+        record={**body, "signature": signature},
+        outcome={"version": version},
+        reason="forged",
+        by="someone",
+        at=at,
+    )
+    sink.record_many(events)
+    return str(run.record_id)
+
+
+def test_an_unsigned_lowering_of_the_floor_in_the_log_is_reported(ledger_db: Ledger) -> None:
+    """A forger appends a policy record lowering the floor to 0 (no signature) and then
+    an erasure of young events under it: verify names the unsigned change and judges
+    the erasure under the floor that stood before it."""
+    sink = ledger_db.open()
+    sink.record_many(run_events("young", NOW - timedelta(days=10)))
+    Retention(sink, clock=lambda: NOW).set_policy(keep="400d", floor="180d", reason="policy")
+    forged = forge_policy(sink, version=2, floor="0d", keys=[], at=NOW)
+    record = erase_by_hand(
+        ledger_db, sink, "young", policy={"version": 2, "keep": "400d", "floor": "0d"}, at=NOW
+    )
+    messages = forbidden(verify_ledger(sink, None))
+    assert any(forged in m and "without a valid signature" in m for m in messages), messages
+    assert any(record in m and "version 1 (floor 180d)" in m for m in messages), messages
+
+
+def test_a_lowering_signed_by_a_key_not_of_the_policy_is_reported(ledger_db: Ledger) -> None:
+    from ledger.integrity import generate_key
+    from ledger.integrity.note import Signer
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    evil, evil_public = generate_key("intruder.example/policy")
+    Retention(sink, clock=lambda: NOW).set_policy(
+        keep="400d", floor="180d", keys=[dpo_public], reason="policy"
+    )
+    # the intruder signs with its own key, and names it as the new policy key
+    forged = forge_policy(sink, version=2, floor="1d", keys=[evil_public], at=NOW,
+                          signer=Signer.from_key(evil))  # fmt: skip
+    messages = forbidden(verify_ledger(sink, None))
+    assert any(forged in m and "without a valid signature" in m for m in messages), messages
+    # the same change signed by the policy's own key stands
+    signed = forge_policy(sink, version=2, floor="1d", keys=[dpo_public], at=NOW,
+                          signer=Signer.from_key(dpo))  # fmt: skip
+    assert not any(signed in m for m in forbidden(verify_ledger(sink, None)))
+
+
+def test_a_lowering_signed_by_the_policy_key_verifies(ledger_db: Ledger) -> None:
+    from ledger.integrity import generate_key
+    from ledger.integrity.note import Signer
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("young", NOW - timedelta(days=10)))
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy")
+    r.set_policy(keep="400d", floor="1d", reason="signed", signer=Signer.from_key(dpo))
+    r.erase(Selection.of_run("young"), reason="GDPR", by="dpo")
+    result = verify_ledger(sink, None)
+    assert result.ok, result.findings

@@ -1,0 +1,69 @@
+"""Who may lower the retention floor: the one rule the erasure API and ``ledger verify``
+both apply to a retention policy change.
+
+A change *lowers* when its floor is below the one before it, or when it changes the
+policy keys once some are set (changing who may lower the floor is as strong as lowering
+it). Such a change stands only when it carries a valid Ed25519 signature, over the RFC
+8785 form of the change record without its ``signature`` member, by one of the keys of
+the policy before it.
+
+>>> from datetime import timedelta
+>>> lowers(timedelta(days=180), (), timedelta(days=30), ())
+True
+>>> lowers(timedelta(days=180), (), timedelta(days=200), ("dpo+1a2b3c4d+AAAA",))
+False
+>>> signed_by({"floor": "30d", "signature": {"name": "dpo"}}, ())
+False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from ledger.canonical import canonical_bytes
+from ledger.integrity._keytext import b64decode
+from ledger.integrity.note import Verifier
+
+__all__ = ["lowers", "signed_by"]
+
+
+def lowers(
+    old_floor: timedelta,
+    old_keys: Sequence[str],
+    new_floor: timedelta,
+    new_keys: Sequence[str],
+) -> bool:
+    """True when a policy of ``new_floor`` and ``new_keys`` replacing one of
+    ``old_floor`` and ``old_keys`` needs a signature by one of ``old_keys``."""
+    if new_floor < old_floor:
+        return True
+    return bool(old_keys) and set(new_keys) != set(old_keys)
+
+
+def signed_by(record: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    """True when ``record`` (a policy change as the log stores it) carries a valid
+    signature, over the RFC 8785 form of the record without it, by one of ``keys``
+    (verifier keys as ``ledger key`` prints them; unreadable ones are skipped)."""
+    signature = record.get("signature")
+    if not isinstance(signature, dict):
+        return False
+    body = {k: v for k, v in record.items() if k != "signature"}
+    try:
+        raw = b64decode(str(signature.get("signature")))
+        message = canonical_bytes(body, "rfc8785")
+    except Exception:  # a malformed signature or body: not signed
+        return False
+    for text in keys:
+        try:
+            verifier = Verifier.from_key(text)
+        except Exception:  # not a key: it cannot have signed
+            continue
+        if (
+            verifier.name == signature.get("name")
+            and f"{verifier.key_id:08x}" == signature.get("key_id")
+            and verifier.verify(message, raw)
+        ):
+            return True
+    return False
