@@ -1,0 +1,218 @@
+"""Probes of issue 18's read side (session 7): the report computed in the database
+against the streaming build, on ledgers edited by hand or erased.
+
+Each test pins one defect found by a new user; those that fail today are marked
+``xfail(strict=True)`` so a fix shows up as an unexpected pass.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.errors import LedgerError
+from ledger.model import Event, Ref
+from ledger.report import build_report
+from ledger.report.aggregate import in_database
+from ledger.retention.store import Retention, Selection
+from ledger.sinks import MemoryReader, SQLiteSink
+
+T0 = datetime(2026, 2, 1, 8, tzinfo=UTC)
+REF = [Ref(source="tool", id="01J00000000000000000000000")]
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+class NotSQL:
+    """The same ledger behind a reader that is not a SQL sink: the streaming build."""
+
+    def __init__(self, inner: SQLiteSink) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def report(reader: Any, **window: Any) -> dict[str, Any]:
+    data: dict[str, Any] = build_report(reader, **window).to_dict()
+    return data
+
+
+def edit(path: Path, sql: str, *args: object) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(sql, args)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Iterator[tuple[Path, list[Event]]]:
+    """r1: an approved write and its result (the run's last row); r2 after it."""
+    events = [
+        Event(kind="request", run_id="r1", time=at(0), args='"go"'),
+        Event(
+            kind="action",
+            run_id="r1",
+            call_id="w",
+            tool="write",
+            verdict="allowed",
+            args={},
+            refs=REF,
+            time=at(1),
+        ),
+        Event(
+            kind="tool_result", run_id="r1", call_id="w", tool="write", result='"ok"', time=at(2)
+        ),
+        Event(kind="request", run_id="r2", time=at(3), args='"go"'),
+        Event(kind="run_end", run_id="r2", time=at(4)),
+    ]
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(events)
+    yield path, events
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the database build settles r1 at its last row by run_id column, then meets the "
+    "edited row (JSON run r1) and starts a second state for r1: a phantom missing result "
+    "and a phantom unsafe action that the streaming build of the same rows does not report",
+)
+def test_an_edited_run_column_does_not_invent_violations(
+    two_runs: tuple[Path, list[Event]],
+) -> None:
+    path, events = two_runs
+    edit(path, "UPDATE events SET run_id = 'r2' WHERE event_id = ?", str(events[2].event_id))
+    with SQLiteSink(path) as sink:
+        assert in_database(sink)
+        db = report(sink)
+        streamed = report(NotSQL(sink))
+    # both see the edited row and say so
+    assert db["hash_check"]["mismatch_count"] == streamed["hash_check"]["mismatch_count"] == 1
+    assert db["compliant"] is False
+    # neither the JSON nor the columns hold an r1 result without an intent
+    assert db["unsafe_without_intent"] == streamed["unsafe_without_intent"]
+    assert db["missing_results"] == streamed["missing_results"]
+    assert db["totals"] == streamed["totals"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an approved action of an erased run is listed with reason '[erased: ...]' by the "
+    "database build but '' by the streaming build of the same events",
+)
+def test_an_erased_run_is_listed_alike_by_both_builds(tmp_path: Path) -> None:
+    events = [
+        Event(kind="request", run_id="r1", time=at(0), args='"go"'),
+        Event(
+            kind="action",
+            run_id="r1",
+            call_id="w",
+            tool="write",
+            verdict="allowed",
+            args={},
+            refs=REF,
+            reason="asked",
+            time=at(1),
+        ),
+        Event(
+            kind="tool_result", run_id="r1", call_id="w", tool="write", result='"ok"', time=at(2)
+        ),
+        Event(kind="run_end", run_id="r1", time=at(3)),
+    ]
+    with SQLiteSink(tmp_path / "ledger.db") as sink:
+        sink.record_many(events)
+        retention = Retention(sink)
+        retention.set_policy(keep="400d", floor="180d", reason="probe", by="tester")
+        retention.erase(Selection.of_run("r1"), reason="gdpr 7", by="tester")
+        stored = list(sink.events())
+        db = report(sink, since=at(0), until=at(10))
+        streamed = report(NotSQL(sink), since=at(0), until=at(10))
+    memory = report(MemoryReader(stored), since=at(0), until=at(10))
+    assert streamed["approved_actions"] == memory["approved_actions"]
+    assert db["approved_actions"] == streamed["approved_actions"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a time_us column holding text makes the database build fail with a TypeError "
+    "(`ledger report`: 'internal error'), where the readers warn and runs() raises "
+    "CorruptRecord naming the run",
+)
+def test_a_text_time_column_is_a_finding_not_an_internal_error(
+    two_runs: tuple[Path, list[Event]],
+) -> None:
+    path, events = two_runs
+    edit(path, "UPDATE events SET time_us = 'abc' WHERE event_id = ?", str(events[1].event_id))
+    with SQLiteSink(path) as sink:
+        try:
+            data = report(sink)
+        except LedgerError as exc:  # a clean error naming the damage is acceptable
+            assert "outside the ledger" in str(exc)
+        else:
+            assert data["compliant"] is False and data["hash_check"]["mismatch_count"] >= 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the database build reads its aggregates in separate queries (per tool before the "
+    "pass, the timeline after it), so a commit during the report makes one report disagree "
+    "with itself: the timeline counts an action that the totals and listings do not",
+)
+def test_a_report_made_while_the_ledger_grows_agrees_with_itself(
+    two_runs: tuple[Path, list[Event]],
+) -> None:
+    path, _ = two_runs
+    written: list[int] = []
+
+    def meanwhile(done: int) -> None:  # an agent commits while the report is being made
+        if written:
+            return
+        written.append(done)
+        with SQLiteSink(path) as other:
+            other.record_many(
+                [
+                    Event(kind="action", run_id="r3", call_id="x", tool="write",
+                          verdict="allowed", args={}, refs=REF, time=at(5)),
+                    Event(kind="tool_result", run_id="r3", call_id="x", tool="write",
+                          result='"ok"', time=at(6)),
+                ]
+            )  # fmt: skip
+
+    with SQLiteSink(path) as sink:
+        data = build_report(sink, until=at(60), progress=meanwhile).to_dict()
+    assert written
+    actions = data["totals"]["actions"]
+    assert sum(bucket["actions"] for bucket in data["timeline"]) == actions
+    assert sum(tool["actions"] for tool in data["tools"]) == actions
+    assert data["totals"]["approved_actions"] == actions
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="runs(limit=) beyond 2**63 - 1 reaches the driver: OverflowError on SQLite "
+    "(`ledger runs --limit 99999999999999999999`: 'internal error'), where MemoryReader "
+    "returns every run",
+)
+def test_a_huge_runs_limit_is_not_an_internal_error(
+    two_runs: tuple[Path, list[Event]],
+) -> None:
+    path, events = two_runs
+    expected = list(MemoryReader(events).runs())
+    with SQLiteSink(path) as sink:
+        try:
+            got = list(sink.runs(limit=2**64))
+        except LedgerError:
+            return  # a clean refusal naming the argument is acceptable
+    assert got == expected
