@@ -1,0 +1,211 @@
+"""Acceptance probes of retention, holds and erasure (session 7): a hostile user with SQL
+write access to the index columns, blank actors, and readers of erased parts. Each test
+pins one defect found; the ones that fail today are marked ``xfail(strict=True)``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+from ledger.errors import LedgerError
+from ledger.integrity import generate_key
+from ledger.retention import Retention, Selection
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _ledger(db: Ledger) -> Retention:
+    """old-1, old-2 (outside any floor), young-1 (ten days old), a 180d floor."""
+    sink = db.open()
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("old-2", OLD + timedelta(days=31), secret="bob"))
+    young = datetime.now(UTC) - timedelta(days=10)
+    sink.record_many(run_events("young-1", young, secret="dave"))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    return r
+
+
+def _rows(db: Ledger) -> list[Any]:
+    return db.sql("SELECT seq, event_json FROM {p}events ORDER BY seq")
+
+
+def _verify_ok(db: Ledger) -> bool:
+    _, vkey = generate_key("test.example/log")
+    code, out, err = _run("verify", "--db", db.url, "--vkey", vkey, "--json")
+    assert code in (0, 1), err
+    return bool(json.loads(out)["ok"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="erase checks the floor on the time_us index column, not the committed event "
+    "time: one UPDATE of that column lets the API erase events inside the floor",
+)
+def test_the_floor_is_not_bypassed_by_an_edited_time_column(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    ledger_db.sql("UPDATE {p}events SET time_us = 0 WHERE run_id = 'young-1'")
+    before = _rows(ledger_db)
+    with pytest.raises(LedgerError):
+        r.erase(Selection.of_run("young-1"), reason="bypass the floor", by="mallory")
+    assert _rows(ledger_db) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="erase checks run holds on the run_id index column: renaming the held run's "
+    "column lets the API erase every held event",
+)
+def test_a_run_hold_is_not_bypassed_by_an_edited_run_column(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    r.add_hold(run_id="old-2", reason="litigation", by="legal")
+    ledger_db.sql("UPDATE {p}events SET run_id = 'renamed' WHERE run_id = 'old-2'")
+    before = _rows(ledger_db)
+    with pytest.raises(LedgerError):
+        r.erase(Selection.of_run("renamed"), reason="bypass the hold", by="mallory")
+    assert _rows(ledger_db) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="erase checks date holds on the time_us index column: shifting it moves the "
+    "held events out of the hold's range",
+)
+def test_a_date_hold_is_not_bypassed_by_an_edited_time_column(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    r.add_hold(since=OLD, until=OLD + timedelta(days=1), reason="audit", by="legal")
+    shift = 40 * 86_400_000_000
+    ledger_db.sql(f"UPDATE {{p}}events SET time_us = time_us + {shift} WHERE run_id = 'old-1'")
+    before = _rows(ledger_db)
+    with pytest.raises(LedgerError):
+        r.erase(Selection.of_run("old-1"), reason="bypass the hold", by="mallory")
+    assert _rows(ledger_db) == before
+
+
+def _erase_a_retention_record(ledger_db: Ledger) -> None:
+    """A floor of 0, a hold placed (a retention run), its run_id column renamed, erased
+    through the API, the column put back: the hold's record is now a tombstone."""
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="policy v1", by="dpo")
+    r.add_hold(run_id="old-1", reason="litigation", by="legal")
+    rows = ledger_db.sql("SELECT DISTINCT run_id FROM {p}events WHERE tool = 'ledger.hold.add'")
+    admin = str(rows[0][0])
+    ledger_db.sql("UPDATE {p}events SET run_id = 'innocent' WHERE run_id = :r", r=admin)
+    try:
+        r.erase(Selection.of_run("innocent"), reason="erase the record", by="mallory")
+    finally:
+        ledger_db.sql("UPDATE {p}events SET run_id = :r WHERE run_id = 'innocent'", r=admin)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="erase recognises a retention run by the run_id index column: a renamed "
+    "column lets the API erase a retention record (the proof of a hold)",
+)
+def test_a_retention_record_cannot_be_erased_after_its_run_column_is_renamed(
+    ledger_db: Ledger,
+) -> None:
+    with pytest.raises(LedgerError):
+        _erase_a_retention_record(ledger_db)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verify accepts a tombstone of a retention record (erased hold record) as an "
+    "ordinary erasure (info finding, ok), though retention records may never be erased",
+)
+def test_verify_reports_an_erased_retention_record(ledger_db: Ledger) -> None:
+    try:
+        _erase_a_retention_record(ledger_db)
+    except LedgerError:
+        pytest.skip("the API refuses it now; build the erased record another way")
+    assert not _verify_ok(ledger_db)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the compliance report shows the retention tables, not the log's records: a "
+    "floor lowered and a standing hold deleted by plain SQL are reported as policy, "
+    "and the report is still compliant",
+)
+def test_the_report_does_not_show_a_policy_forged_in_the_tables(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    r.add_hold(since=OLD, until=OLD + timedelta(days=1), reason="audit", by="legal")
+    ledger_db.sql("UPDATE {p}retention_policy SET floor_s = 0")
+    ledger_db.sql("DELETE FROM {p}legal_holds")
+    code, out, err = _run("report", "--db", ledger_db.url, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    shown = report["retention"]
+    truthful = shown["policy"]["floor"] == "180d" and len(shown["holds"]) == 1
+    assert truthful or report["compliant"] is False, shown
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a blank --by (spaces, a newline) is recorded as who set the policy or "
+    "placed a hold, while a blank reason is refused",
+)
+def test_a_blank_actor_is_refused_or_replaced(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    try:
+        state = r.set_policy(keep="400d", floor="180d", reason="policy v1", by="   ")
+    except LedgerError:
+        return
+    assert state.set_by.strip(), repr(state.set_by)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="`ledger events --csv` writes an erased field as an empty cell and has no "
+    "erased column: an erased event reads as one that had no content",
+)
+def test_events_csv_marks_erased_fields(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
+    code, out, err = _run("events", "--db", ledger_db.url, "--run", "old-1", "--csv")
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert len(lines) == 7
+    assert "erased" in header or all("erased" in line for line in lines), out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="`ledger chain` drops an action's evidence line when its refs were erased "
+    "(why shows 'evidence: [erased: ...]'): erased evidence reads as none",
+)
+def test_chain_shows_erased_evidence_as_erased(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    r.erase(Selection.of_run("old-1"), reason="refs gone", fields=["refs"], by="dpo")
+    code, out, err = _run("chain", "old-1", "--db", ledger_db.url)
+    assert code == 0, err
+    assert "evidence: [erased: refs gone]" in out, out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Selection.older_than takes a naive datetime as UTC (add_hold and erasures "
+    "refuse one) and a string raises AttributeError instead of ValidationError",
+)
+def test_selection_input_is_validated_like_holds() -> None:
+    with pytest.raises(LedgerError):
+        Selection.older_than(datetime(2025, 1, 1))  # naive on purpose
+    bad: Any = "2025-01-01"
+    with pytest.raises(LedgerError):
+        Selection.older_than(bad)
