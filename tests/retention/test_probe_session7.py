@@ -4,7 +4,10 @@ pins one defect found; the ones that fail today are marked ``xfail(strict=True)`
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +18,7 @@ from ledger.cli.main import cli
 from ledger.errors import LedgerError
 from ledger.integrity import generate_key
 from ledger.retention import Retention, Selection
+from ledger.viewer import serve
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
 pytestmark = needs_retention_schema
@@ -209,3 +213,23 @@ def test_selection_input_is_validated_like_holds() -> None:
     bad: Any = "2025-01-01"
     with pytest.raises(LedgerError):
         Selection.older_than(bad)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the viewer's run page shows an erased reason as '(none recorded)' and erased "
+    "refs as '(none cited)' (args and result do say erased): erased reads as missing",
+)
+def test_viewer_run_page_shows_erased_reason_and_evidence_as_erased(
+    sqlite_ledger: Ledger,
+) -> None:
+    r = _ledger(sqlite_ledger)
+    r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
+    with (
+        serve(sqlite_ledger.url) as viewer,
+        urllib.request.urlopen(f"{viewer.url.rstrip('/')}/run?id=old-1") as answer,
+    ):
+        page = answer.read().decode("utf-8")
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert "erased: GDPR 42" in text, text
+    assert "(none recorded)" not in text and "(none cited)" not in text, text
