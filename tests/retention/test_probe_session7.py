@@ -262,3 +262,17 @@ def test_drift_does_not_call_erased_evidence_drifted(tmp_path: Path) -> None:
     assert code == 0, err
     code, out, err = _run("drift", run_id, "--db", db)
     assert code == 0 and "drifted" not in out, out + err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="`ledger hold list` prints a hold's reason raw: a newline in --reason starts "
+    "a line of its own (e.g. a forged 'released' line); chain indents such text",
+)
+def test_hold_list_keeps_one_hold_on_one_line(ledger_db: Ledger) -> None:
+    r = _ledger(ledger_db)
+    r.add_hold(run_id="old-1", reason="case 7\nALL HOLDS RELEASED", by="legal")
+    code, out, err = _run("hold", "list", "--db", ledger_db.url)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out
