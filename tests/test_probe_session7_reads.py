@@ -1,8 +1,7 @@
 """Probes of issue 18's read side (session 7): the report computed in the database
 against the streaming build, on ledgers edited by hand or erased.
 
-Each test pins one defect found by a new user; those that fail today are marked
-``xfail(strict=True)`` so a fix shows up as an unexpected pass.
+Each test pins one defect a new user found (each fixed since).
 """
 
 from __future__ import annotations
@@ -83,12 +82,6 @@ def two_runs(tmp_path: Path) -> Iterator[tuple[Path, list[Event]]]:
     yield path, events
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the database build settles r1 at its last row by run_id column, then meets the "
-    "edited row (JSON run r1) and starts a second state for r1: a phantom missing result "
-    "and a phantom unsafe action that the streaming build of the same rows does not report",
-)
 def test_an_edited_run_column_does_not_invent_violations(
     two_runs: tuple[Path, list[Event]],
 ) -> None:
@@ -107,11 +100,6 @@ def test_an_edited_run_column_does_not_invent_violations(
     assert db["totals"] == streamed["totals"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an approved action of an erased run is listed with reason '[erased: ...]' by the "
-    "database build but '' by the streaming build of the same events",
-)
 def test_an_erased_run_is_listed_alike_by_both_builds(tmp_path: Path) -> None:
     events = [
         Event(kind="request", run_id="r1", time=at(0), args='"go"'),
@@ -144,12 +132,6 @@ def test_an_erased_run_is_listed_alike_by_both_builds(tmp_path: Path) -> None:
     assert db["approved_actions"] == streamed["approved_actions"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a time_us column holding text makes the database build fail with a TypeError "
-    "(`ledger report`: 'internal error'), where the readers warn and runs() raises "
-    "CorruptRecord naming the run",
-)
 def test_a_text_time_column_is_a_finding_not_an_internal_error(
     two_runs: tuple[Path, list[Event]],
 ) -> None:
@@ -164,12 +146,6 @@ def test_a_text_time_column_is_a_finding_not_an_internal_error(
             assert data["compliant"] is False and data["hash_check"]["mismatch_count"] >= 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the database build reads its aggregates in separate queries (per tool before the "
-    "pass, the timeline after it), so a commit during the report makes one report disagree "
-    "with itself: the timeline counts an action that the totals and listings do not",
-)
 def test_a_report_made_while_the_ledger_grows_agrees_with_itself(
     two_runs: tuple[Path, list[Event]],
 ) -> None:
@@ -199,12 +175,6 @@ def test_a_report_made_while_the_ledger_grows_agrees_with_itself(
     assert data["totals"]["approved_actions"] == actions
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs(limit=) beyond 2**63 - 1 reaches the driver: OverflowError on SQLite "
-    "(`ledger runs --limit 99999999999999999999`: 'internal error'), where MemoryReader "
-    "returns every run",
-)
 def test_a_huge_runs_limit_is_not_an_internal_error(
     two_runs: tuple[Path, list[Event]],
 ) -> None:
@@ -218,12 +188,6 @@ def test_a_huge_runs_limit_is_not_an_internal_error(
     assert got == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stored prefix node missing before the window (events.nodes of the row that "
-    "completes it set to NULL) makes build_report raise IntegrityError 'the stored tree has "
-    "no node (3, 0)' instead of falling back to the full log check, as documented",
-)
 def test_a_missing_prefix_node_falls_back_to_the_full_log_check(tmp_path: Path) -> None:
     from ledger.integrity.verify import verify_ledger
 

@@ -233,6 +233,7 @@ class _Pass:
         self.last: int | None = None
         self.taken: list[tuple[int, bool]] = []  # (time_us, allowed) counted by SQL
         self.added: list[tuple[int, bool]] = []  # (time_us, allowed) as the JSON says
+        self.misfiled = ""  # a row whose JSON names another run than its run_id column
 
     def _seen(self, micros: int) -> None:
         self.events += 1
@@ -274,6 +275,9 @@ class _Pass:
         except CorruptRecord as exc:
             self.tally.skipped.append(exc)
             return
+        if event.run_id != row[2] and not self.misfiled:
+            # its run was settled (or will be) by the column: the JSON is the truth
+            self.misfiled = f"events row seq={row[0]} names run {event.run_id!r} in its JSON"
         micros = to_micros(event.time)
         self._seen(micros)
         if event.kind is Kind.ACTION and not outside_any_run(event.run_id):
@@ -306,6 +310,13 @@ class _Pass:
 
 
 _CALL_KIND_NAMES = frozenset(k.value for k in _CALL_KINDS)
+
+
+class Restream(Exception):
+    """The window holds a row whose run, by its JSON, is not the one its ``run_id``
+    column names (changed outside the ledger): its runs' calls cannot be settled run by
+    run by the columns, so the report is built by the streaming pass of whole events,
+    which reads every row as its JSON says (the message names the row)."""
 
 
 class _Ends:
@@ -371,6 +382,14 @@ def _one_pass(
     high = 1 << 63 if until is None else until
     one, end, last = work.one, work.end, work.ends.last
     for done, row in enumerate(stream_rows(reader, sql, seqs), 1):
+        if type(row[_TIME]) is not int:  # SQLite keeps what a hand-made UPDATE stored
+            raise CorruptRecord(
+                f"events row seq={row[0]} (event_id {row[1]}): its time_us column holds "
+                f"{row[_TIME]!r}, not a time in microseconds; the row was changed outside "
+                "the ledger (`ledger db check` lists such rows)",
+                seq=row[0],
+                event_id=str(row[1]),
+            )
         if low <= row[_TIME] < high:
             one(row)
             if last(row[0]):
@@ -500,9 +519,12 @@ def report_in_database(
     if not isinstance(reader, SQLReader):
         raise ValidationError(f"reader: expected a SQL sink, got {type(reader).__name__}")
     t = reader._table
-    where = _window(t, since, until)
-    window = _window_micros(since, until)
     reader._check_open()
+    with reader._reading() as conn:  # the report is of the rows committed by now
+        cap = conn.execute(sa.select(sa.func.max(t.c.seq))).scalar()
+    # every aggregate below reads the same rows, however many are committed meanwhile
+    where = [*_window(t, since, until), t.c.seq <= (cap if cap is not None else -1)]
+    window = _window_micros(since, until)
     per_tool = _per_tool(reader, where)
     with reader._reading() as conn:
         low, high = conn.execute(
@@ -529,6 +551,8 @@ def report_in_database(
             if first is None:
                 leaves.failed = f"row seq={seqs[0]} has no leaf index"
         _one_pass(reader, seqs, window, work, leaves, progress)
+        if work.misfiled:
+            raise Restream(work.misfiled)
         for state in work.deferred:  # runs cut by the window's edges: read across them
             look_across(state, reader, since, until)
             state.finish()

@@ -45,7 +45,11 @@ whole events (its per-call state grows with the window). On an intact ledger bot
 the same report (``tests/test_report_scale.py`` compares them). On a damaged one the database build
 counts what the rows' columns say, and lists every row whose columns disagree with its
 JSON or whose JSON does not read back as an event, so the report is not compliant either
-way.
+way; a row whose JSON names another run than its ``run_id`` column makes it build the
+report by the streaming pass instead (its runs cannot be settled by the columns). The
+database build's aggregates all read the rows committed when it started (those with a
+``seq`` up to the highest then), so a report made while agents commit agrees with
+itself.
 
 The result, :class:`ComplianceReport`, renders as a dict (stable field names), CSV and a
 self-contained HTML page (:mod:`ledger.report.render`).
@@ -102,13 +106,17 @@ def build_report(
     ``progress``, when given, is called with the number of events read so far (every few
     thousand events and at the end), for a progress display.
     """
-    from ledger.report.aggregate import in_database, report_in_database
+    from ledger.report.aggregate import Restream, in_database, report_in_database
 
+    report = None
     if in_database(reader):
-        report = report_in_database(
-            reader, since=since, until=until, progress=progress, ledger=ledger
-        )
-    else:
+        try:
+            report = report_in_database(
+                reader, since=since, until=until, progress=progress, ledger=ledger
+            )
+        except Restream as why:
+            log.warning("compliance report: streaming every event instead (%s)", why)
+    if report is None:
         report = _streamed(reader, since=since, until=until, progress=progress, ledger=ledger)
         report = replace(report, log_check=verify_stored(reader))
     report = replace(report, retention=retention_section(reader, since=since, until=until))

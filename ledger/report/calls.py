@@ -138,7 +138,9 @@ class _Intent(NamedTuple):
     @classmethod
     def of(cls, e: Record) -> _Intent:
         cited = tuple(f"{r.source}:{r.id}" for r in e.refs)
-        return cls(e.tool, e.time, str(e.event_id), e.principal, _agent(e), e.reason,
+        # an erased reason reads as erased (as the database build gives it), never as ""
+        reason = (erased_text(e, "reason") if isinstance(e, Event) else "") or e.reason
+        return cls(e.tool, e.time, str(e.event_id), e.principal, _agent(e), reason,
                    e.approval, cited)  # fmt: skip
 
 

@@ -186,8 +186,15 @@ def _nodes(reader: Any, keys: list[tuple[int, int]]) -> dict[tuple[int, int], by
 
 
 def start_range(reader: Any, start: int) -> LeafRange:
-    """A :class:`LeafRange` from leaf ``start`` of ``reader``'s stored tree."""
-    return LeafRange(start, _prefix(reader, start))
+    """A :class:`LeafRange` from leaf ``start`` of ``reader``'s stored tree; one marked
+    ``failed`` (the report then runs the full check) when the stored nodes before
+    ``start`` are not all there or do not make a range."""
+    try:
+        return LeafRange(start, _prefix(reader, start))
+    except (LedgerError, KeyError, ValueError) as exc:
+        failed = LeafRange(start, Frontier())
+        failed.failed = f"the stored nodes before leaf {start}: {exc}"
+        return failed
 
 
 def _full(reader: Any, why: str) -> tuple[VerifyResult, None]:

@@ -282,7 +282,13 @@ def check_member(enum: type[Kind] | type[Verdict], value: object, name: str) -> 
 
 
 def check_limit(value: object, name: str = "limit") -> int | None:
-    """``value`` if it is None or a non-negative integer; else ``ValidationError``."""
+    """``value`` if it is None or a non-negative integer; else ``ValidationError``. A
+    value past 2**63 - 1 (more than any store holds, and more than a database integer
+    takes) is read as 2**63 - 1, which means the same: no bound on any real ledger.
+
+    >>> check_limit(10), check_limit(2**64) == 2**63 - 1
+    (10, True)
+    """
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
@@ -291,7 +297,10 @@ def check_limit(value: object, name: str = "limit") -> int | None:
         )
     if value < 0:
         raise ValidationError(f"{name}: expected a non-negative integer, got {value}")
-    return value
+    return min(value, _INT64_MAX)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def check_path(value: object, what: str) -> Path:

@@ -23,8 +23,10 @@ Reading: ``chain`` orders a run's rows by event id (ULIDs minted as the events w
 the order things happened), ``events`` by ``seq`` (commit order, so tailing is safe);
 never by producer time (the reference's ``ts``-then-id order could disagree with what
 happened, its defect 7).
-Rows decode through :func:`ledger.sinks.rows.parse_row`: a row that does not parse, or
-whose filter columns disagree with its JSON, raises ``CorruptRecord`` naming it.
+Rows decode through :func:`ledger.sinks.rows.parse_row`: a row that does not parse (or
+names another event id than its column) raises ``CorruptRecord`` naming it; one whose
+filter columns disagree with its JSON is returned as its JSON says, with a warning
+naming the row and each column.
 Every sink guarantees that ``seq`` order is commit order, so a reader tailing with
 ``events(after=...)`` never skips a row that committed late.
 """
