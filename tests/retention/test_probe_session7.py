@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sqlite3
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -276,3 +277,53 @@ def test_hold_list_keeps_one_hold_on_one_line(ledger_db: Ledger) -> None:
     assert code == 0, err
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1, out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the first `ledger retention set --keep 400d` without --floor sets floor 0d, "
+    "so a ten-day-old run can be erased at once; the docs say to set --floor 0 "
+    "explicitly if that is meant",
+)
+def test_a_first_policy_without_floor_does_not_silently_set_floor_zero(
+    ledger_db: Ledger,
+) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("young-1", datetime.now(UTC) - timedelta(days=10)))
+    code, out, err = _run("retention", "set", "--db", ledger_db.url, "--keep", "400d",
+                          "--reason", "no floor given")  # fmt: skip
+    if code != 0:
+        assert err.count("\n") == 1 and "--floor" in err, err
+        return
+    code, out, err = _run("retention", "show", "--db", ledger_db.url, "--json")
+    assert json.loads(out)["policy"]["floor"] != "0d", out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["erase", "--run", "x", "--reason", "y"],
+        ["hold", "add", "--run", "x", "--reason", "y"],
+        ["retention", "set", "--keep", "400d", "--floor", "180d", "--reason", "y"],
+        ["db", "vacuum"],
+    ],
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="retention commands on an existing SQLite file with no events table create "
+    "the ledger's tables in it (a refused erase too, 'nothing was changed'); read "
+    "commands and PostgreSQL refuse such a database",
+)
+def test_retention_commands_do_not_turn_a_foreign_sqlite_file_into_a_ledger(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = tmp_path / "mine.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE mine (a)")
+    conn.close()
+    code, _, err = _run(*command, "--db", f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master"))
+    conn.close()
+    assert code != 0 and err.count("\n") == 1, err
+    assert tables == ["mine"], tables
