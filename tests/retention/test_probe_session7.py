@@ -20,6 +20,8 @@ from ledger.cli.main import cli
 from ledger.errors import LedgerError
 from ledger.integrity import generate_key
 from ledger.retention import Retention, Selection
+from ledger.sinks import SQLiteSink
+from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
 from ledger.viewer import serve
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
@@ -327,3 +329,26 @@ def test_retention_commands_do_not_turn_a_foreign_sqlite_file_into_a_ledger(
     conn.close()
     assert code != 0 and err.count("\n") == 1, err
     assert tables == ["mine"], tables
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a reader without the payload key shows a shredded run (its data key "
+    "destroyed, which the ledger records in the clear) as ordinary ciphertext "
+    "envelopes, not as erased",
+)
+def test_a_shredded_run_reads_as_erased_without_the_key(
+    sqlite_ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV_KEY, raising=False)
+    key = FileKeyWrapper.create(tmp_path / "payload.key")
+    path = Path(sqlite_ledger.url.removeprefix("sqlite:///"))
+    sink = SQLiteSink(path, payload_key=key)
+    sqlite_ledger.opened.append(sink)
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    r.erase(Selection.of_run("old-1"), fields=["args", "result"], reason="shred", by="dpo")
+    code, out, err = _run("chain", "old-1", "--db", sqlite_ledger.url)
+    assert code == 0, err
+    assert "[erased: shred]" in out and "aes-256-gcm" not in out, out
