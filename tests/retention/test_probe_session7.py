@@ -352,3 +352,23 @@ def test_a_shredded_run_reads_as_erased_without_the_key(
     code, out, err = _run("chain", "old-1", "--db", sqlite_ledger.url)
     assert code == 0, err
     assert "[erased: shred]" in out and "aes-256-gcm" not in out, out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="any writer may record a run named ledger-retention-...; its events (personal "
+    "data included) can then never be erased: erase refuses them as retention records "
+    "and --before skips them",
+)
+def test_an_agent_run_named_like_a_retention_run_is_refused_or_erasable(
+    ledger_db: Ledger,
+) -> None:
+    sink = ledger_db.open()
+    try:
+        sink.record_many(run_events("ledger-retention-customer42", OLD, secret="eve"))
+    except LedgerError:
+        return  # the reserved prefix is refused to writers: fine
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    done = r.erase(Selection.of_run("ledger-retention-customer42"), reason="GDPR", by="dpo")
+    assert done.erased == 7
