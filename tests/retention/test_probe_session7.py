@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from ledger.cli.main import cli
 from ledger.errors import LedgerError
 from ledger.integrity import generate_key
+from ledger.model.event import Event
 from ledger.retention import Retention, Selection
 from ledger.sinks import SQLiteSink
 from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
@@ -371,4 +372,37 @@ def test_an_agent_run_named_like_a_retention_run_is_refused_or_erasable(
     r = Retention(sink)
     r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
     done = r.erase(Selection.of_run("ledger-retention-customer42"), reason="GDPR", by="dpo")
+    assert done.erased == 7
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a plain event writer (no SQL access) that appends a run named "
+    "ledger-retention-... with a ledger.hold.add action blocks every erasure ('the "
+    "retention tables were changed outside the ledger'), with no way out from the CLI; "
+    "verify says the ledger is fine",
+)
+def test_a_writer_cannot_block_erasure_with_a_look_alike_hold_record(
+    ledger_db: Ledger,
+) -> None:
+    r = _ledger(ledger_db)
+    sink = ledger_db.opened[0]
+    run = "ledger-retention-01M8SGCFM1E3N3P8YK50PF6MVR"
+    eid = "01M8SGCFM1E3N3P8YK50PF6MVR"
+    now = datetime.now(UTC)
+    args = {"hold": eid, "covers": "run young-1", "run_id": "young-1", "by": "agent",
+            "at": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "reason": "x"}  # fmt: skip
+    action = Event(kind="action", run_id=run, event_id=eid, call_id=f"retention-{eid}",
+                   agent_path="ledger", time=now, tool="ledger.hold.add", args=args,
+                   verdict="allowed", reason="x")  # fmt: skip
+    events = [
+        Event(kind="request", run_id=run, agent_path="ledger", time=now, args='"h"'),
+        action,
+        Event(kind="run_end", run_id=run, agent_path="ledger", time=now),
+    ]
+    try:
+        sink.record_many(events)
+    except LedgerError:
+        return  # the reserved run prefix is refused to writers: fine
+    done = r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
     assert done.erased == 7
