@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 from ulid import ULID
 
 from ledger.errors import NotSelfExplaining, ValidationError
+from ledger.model.erasure import ADMIN_RUN_PREFIX
 from ledger.model.event import Event
 from ledger.model.values import Kind, RefSource, Verdict, text_value
 
@@ -43,6 +44,7 @@ __all__ = [
     "check_events",
     "check_limit",
     "check_path",
+    "check_run_writable",
     "check_text",
     "key_limits",
     "validate_action",
@@ -316,6 +318,27 @@ def check_path(value: object, what: str) -> Path:
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"path: {what} needs a file path, got {text!r}")
     return Path(text).absolute()
+
+
+def check_run_writable(event: Event) -> Event:
+    """``event``, when a writer may store it: its run id does not take the prefix
+    ``ledger-retention-`` (:data:`~ledger.model.erasure.ADMIN_RUN_PREFIX`), which names
+    the runs the ledger appends to its own log to record a retention policy, a legal
+    hold or an erasure (``ledger.retention``), and which only it writes. Otherwise
+    ``ValidationError``: a writer's look-alike record could release a hold, or stand as
+    a hold nobody placed, to whoever reads the log. What is not an ``Event`` is left to
+    the store's own check.
+
+    >>> check_run_writable(Event(kind="request", run_id="r1")).run_id
+    'r1'
+    """
+    if isinstance(event, Event) and event.run_id.startswith(ADMIN_RUN_PREFIX):
+        raise ValidationError(
+            f"run_id {event.run_id!r}: the prefix {ADMIN_RUN_PREFIX!r} is reserved for the "
+            "ledger's own retention records (written by `ledger retention`, `ledger hold` "
+            "and `ledger erase`); record these events under another run id"
+        )
+    return event
 
 
 def check_events(events: object) -> Iterable[Event]:

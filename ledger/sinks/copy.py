@@ -200,7 +200,8 @@ def _first_erased(reader: Reader, source: str) -> str | None:
 def _write(
     sink: Sink, events: Iterator[Event], progress: Callable[[int], None] | None, source: str
 ) -> int:
-    many = getattr(sink, "record_many", None)
+    # the source's retention runs are carried as they are (a writer may not make one)
+    many = getattr(sink, "_record_copied", None) or getattr(sink, "record_many", None)
     count = 0
     batch: list[Event] = []
     for event in events:

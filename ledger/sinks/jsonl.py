@@ -33,6 +33,7 @@ import fcntl
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,7 @@ import orjson
 from ledger.errors import CorruptRecord, SinkClosed, StorageError, ValidationError
 from ledger.fsync import fsync_path
 from ledger.model.event import Event
-from ledger.sinks.base import Closing, check_path
+from ledger.sinks.base import Closing, check_path, check_run_writable
 from ledger.sinks.memory import MemoryReader
 
 __all__ = ["JSONLContents", "JSONLReader", "JSONLSink", "read_jsonl"]
@@ -99,12 +100,23 @@ class JSONLSink(Closing):
             os.fsync(fd)
 
     def record(self, event: Event) -> None:
-        """Append ``event`` as one line (one ``os.write``); fsync first if asked."""
+        """Append ``event`` as one line (one ``os.write``); fsync first if asked.
+        ``ValidationError`` for a run id of the reserved retention prefix
+        (:func:`~ledger.sinks.base.check_run_writable`)."""
+        self._append(event, copied=False)
+
+    def _record_copied(self, events: Iterable[Event]) -> None:
+        """``record`` of each of ``events`` for ``ledger db copy``, which carries the
+        source's retention runs as they are."""
+        for event in events:
+            self._append(event, copied=True)
+
+    def _append(self, event: Event, *, copied: bool) -> None:
         if self._fd is None:  # checked again under the lock; closed comes first
             raise SinkClosed(f"JSONL sink {self.path} is closed; open a new one to write")
         if not isinstance(event, Event):
             raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
-        line = (event.to_json() + "\n").encode("utf-8")
+        line = ((event if copied else check_run_writable(event)).to_json() + "\n").encode()
         with self._lock:
             fd = self._fd
             if fd is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ledger.errors import SinkClosed
 from ledger.model.event import Event
-from ledger.sinks.base import check_events, validate_action
+from ledger.sinks.base import check_events, check_run_writable, validate_action
 
 __all__ = ["Row", "Writing"]
 
@@ -39,20 +39,30 @@ class Writing:
         raise NotImplementedError
 
     def record(self, event: Event) -> None:
-        """Store ``event`` durably (no validation). ``DuplicateEvent`` if its id exists."""
+        """Store ``event`` durably (no validation). ``DuplicateEvent`` if its id exists;
+        ``ValidationError`` for a run id of the reserved retention prefix
+        (:func:`~ledger.sinks.base.check_run_writable`)."""
         self._check_writable()
-        self._write(lambda: [self._row(event)])
+        self._write(lambda: [self._row(check_run_writable(event))])
 
     def commit_action(self, event: Event) -> None:
         """Validate ``event`` as a self-explaining action, then store it durably."""
         self._check_writable()
         validate_action(event)
-        self._write(lambda: [self._row(event)])
+        self._write(lambda: [self._row(check_run_writable(event))])
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
         self._check_writable()
-        rows = [self._row(e) for e in check_events(events)]
+        self._record_rows([self._row(check_run_writable(e)) for e in check_events(events)])
+
+    def _record_copied(self, events: Iterable[Event]) -> None:
+        """``record_many`` for ``ledger db copy``, which carries the source's retention
+        runs (the records behind the policy and holds it copies too) as they are."""
+        self._check_writable()
+        self._record_rows([self._row(e) for e in check_events(events)])
+
+    def _record_rows(self, rows: list[Row]) -> None:
         if rows:
             self._write(lambda: rows)
 

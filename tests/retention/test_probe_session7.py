@@ -179,11 +179,6 @@ def test_a_blank_actor_is_refused_or_replaced(ledger_db: Ledger) -> None:
     assert state.set_by.strip(), repr(state.set_by)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ledger events --csv` writes an erased field as an empty cell and has no "
-    "erased column: an erased event reads as one that had no content",
-)
 def test_events_csv_marks_erased_fields(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
@@ -194,11 +189,6 @@ def test_events_csv_marks_erased_fields(ledger_db: Ledger) -> None:
     assert "erased" in header or all("erased" in line for line in lines), out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ledger chain` drops an action's evidence line when its refs were erased "
-    "(why shows 'evidence: [erased: ...]'): erased evidence reads as none",
-)
 def test_chain_shows_erased_evidence_as_erased(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.erase(Selection.of_run("old-1"), reason="refs gone", fields=["refs"], by="dpo")
@@ -220,11 +210,6 @@ def test_selection_input_is_validated_like_holds() -> None:
         Selection.older_than(bad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the viewer's run page shows an erased reason as '(none recorded)' and erased "
-    "refs as '(none cited)' (args and result do say erased): erased reads as missing",
-)
 def test_viewer_run_page_shows_erased_reason_and_evidence_as_erased(
     sqlite_ledger: Ledger,
 ) -> None:
@@ -240,11 +225,6 @@ def test_viewer_run_page_shows_erased_reason_and_evidence_as_erased(
     assert "(none recorded)" not in text and "(none cited)" not in text, text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ledger drift` reports a tool ref whose target event had its result erased "
-    "(an allowed erasure) as drifted and exits 1: erased evidence reads as corrupt",
-)
 def test_drift_does_not_call_erased_evidence_drifted(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
     code, _, err = _run("demo", "--db", db, "--dir", str(tmp_path / "demo"))
@@ -355,12 +335,6 @@ def test_a_shredded_run_reads_as_erased_without_the_key(
     assert "[erased: shred]" in out and "aes-256-gcm" not in out, out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="any writer may record a run named ledger-retention-...; its events (personal "
-    "data included) can then never be erased: erase refuses them as retention records "
-    "and --before skips them",
-)
 def test_an_agent_run_named_like_a_retention_run_is_refused_or_erasable(
     ledger_db: Ledger,
 ) -> None:
@@ -375,13 +349,6 @@ def test_an_agent_run_named_like_a_retention_run_is_refused_or_erasable(
     assert done.erased == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a plain event writer (no SQL access) that appends a run named "
-    "ledger-retention-... with a ledger.hold.add action blocks every erasure ('the "
-    "retention tables were changed outside the ledger'), with no way out from the CLI; "
-    "verify says the ledger is fine",
-)
 def test_a_writer_cannot_block_erasure_with_a_look_alike_hold_record(
     ledger_db: Ledger,
 ) -> None:
@@ -408,11 +375,6 @@ def test_a_writer_cannot_block_erasure_with_a_look_alike_hold_record(
     assert done.erased == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a look-alike hold release appended by a plain writer, plus one UPDATE of the "
-    "run_id column, lets `erase` wipe a held run and `verify` then finds nothing",
-)
 def test_a_held_run_erased_after_a_look_alike_release_is_reported(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     sink = ledger_db.opened[0]
