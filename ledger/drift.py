@@ -7,9 +7,13 @@
 [<RefState.DRIFTED: 'drifted'>]
 
 Each ref is **intact** (its current hash equals the one captured), **drifted** (they
-differ), **missing** (the resolver knows the source but not the item: deleted) or
-**unverifiable** (no hash was captured, the source is unknown, the resolver does not
-handle that source, or the resolver failed). Unverifiable is never reported as intact.
+differ), **missing** (the resolver knows the source but not the item: deleted),
+**erased** (the item is still there but retention erased the content the hash covers:
+``ledger erase``, a recorded and allowed removal, so neither drift nor a failure; the
+detail names the reason) or **unverifiable** (no hash was captured, the source is
+unknown, the resolver does not handle that source, or the resolver failed).
+Unverifiable is never reported as intact. A resolver says "erased" by raising
+:class:`ErasedContent` from ``current_hash``.
 
 Hashes compare without their ``sha256:`` prefix and case, so a bare hex hash captured by
 the reference and a prefixed one name the same content.
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ledger.canonical import sha256_hex
 from ledger.errors import EventNotFound, ValidationError
+from ledger.model.erasure import erased_text
 from ledger.model.values import Ref, RefSource
 
 if TYPE_CHECKING:
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
     from ledger.model.event import Event
 
 __all__ = [
+    "ErasedContent",
     "EventResolver",
     "RefCheck",
     "RefState",
@@ -61,6 +67,17 @@ class RefState(StrEnum):
     DRIFTED = "drifted"
     MISSING = "missing"
     UNVERIFIABLE = "unverifiable"
+    ERASED = "erased"  # added last: the earlier values keep their order
+
+
+class ErasedContent(Exception):
+    """Raised by a resolver's ``current_hash`` when the item is known but the content
+    its hash covers was erased by retention; ``reason`` is the erasure's reason (the
+    ref is then :attr:`RefState.ERASED`, not drifted)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"[erased: {reason}]")
+        self.reason = reason
 
 
 @runtime_checkable
@@ -94,6 +111,8 @@ def _check(ref: Ref, resolver: Resolver) -> RefCheck:
     assert isinstance(ref.source, RefSource)
     try:
         current = resolver.current_hash(ref.source, ref.id)
+    except ErasedContent as gone:  # a recorded, allowed erasure: not drift, not a failure
+        return RefCheck(ref=ref, state=RefState.ERASED, detail=str(gone))
     except Exception as exc:  # a resolver's failure must not pass for a verdict
         log.warning("resolver failed for %s %s: %s", ref.source, ref.id, exc)
         return RefCheck(ref=ref, state=RefState.UNVERIFIABLE, detail=f"resolver failed: {exc}")
@@ -162,7 +181,9 @@ class _EventGetter(Protocol):
 
 class EventResolver:
     """Resolves ``tool`` refs (ids of recorded tool results) through a ledger reader:
-    the current hash is that of the stored result text, as ``assemble_chain`` captures."""
+    the current hash is that of the stored result text, as ``assemble_chain`` captures.
+    A result erased by retention raises :class:`ErasedContent` (the ref reads as
+    erased, not drifted)."""
 
     def __init__(self, reader: _EventGetter) -> None:
         self._reader = reader
@@ -176,4 +197,6 @@ class EventResolver:
             event = self._reader.get(id)
         except EventNotFound:
             return None
+        if event.erased is not None and erased_text(event, "result"):
+            raise ErasedContent(event.erased.reason)
         return content_hash(event.result) if event.result is not None else ""

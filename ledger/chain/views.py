@@ -38,6 +38,7 @@ __all__ = [
     "action_dict",
     "anomaly_dict",
     "chain_dict",
+    "erased_reads",
     "event_dict",
     "outcome_text",
     "raw_json_value",
@@ -155,10 +156,21 @@ def chain_dict(chain: ChainParts) -> dict[str, Any]:
     }
 
 
+def erased_reads(events: Sequence[Event]) -> list[str]:
+    """``[erased: <reason>]`` once per distinct reason for the ``retrieved`` events whose
+    refs were erased: what was available to the agent and is no longer listed.
+
+    >>> erased_reads([Event(kind="retrieved", run_id="r", refs=[{"source": "memory", "id": "m"}])])
+    []
+    """
+    found = (erased_text(e, "refs") for e in events if e.kind == "retrieved")
+    return list(dict.fromkeys(t for t in found if t))
+
+
 def ref_text(ref: Ref, events: Sequence[Event] = (), *, short: bool = False) -> str:
     """A ref for people: what it points at when the chain holds it (the run's request,
     or the result of a safe read, named by its tool), its id, and its hash (``short``:
-    12 hex digits)."""
+    12 hex digits); ``[erased: <reason>]`` after it when that result was erased."""
     digest = ref.hash
     if short and ":" in digest and len(digest.partition(":")[2]) > 12:
         algo, _, hexed = digest.partition(":")
@@ -170,6 +182,9 @@ def ref_text(ref: Ref, events: Sequence[Event] = (), *, short: bool = False) -> 
             return f"the run's request (event {ref.id})"
         if found is not None and found.kind == "tool_result":
             what = f"{found.tool or 'tool'} result"
+            gone = erased_text(found, "result")
+            if gone:  # the cited result was erased since: say so, not "no hash"
+                return f"{what} {ref.id} " + (f"{digest} {gone}" if digest else gone)
     return f"{what} {ref.id} " + (digest or "(no hash captured)")
 
 
@@ -197,12 +212,15 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
         else "(missing: no request recorded)"
     )
     lines += _wrapped("  request: ", shown, width)
-    if not chain.available:
+    gone_reads = erased_reads(chain.events)
+    if not chain.available and not gone_reads:
         lines.append("  available: (none)")
     else:
         lines.append(f"  available ({len(chain.available)}):")
         for ref in chain.available:
             lines += _wrapped("    ", ref_text(ref, chain.events), width)
+        for text in gone_reads:
+            lines += _wrapped("    ", text, width)
     decisions = _decisions(chain.events)
     if not chain.actions:
         lines.append("  actions: (none)")
@@ -226,6 +244,9 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
         lines += _wrapped("      args: ", clip(args, 200), width)
         for ref in a.evidence:
             lines += _wrapped("      evidence: ", ref_text(ref, chain.events), width)
+        gone = erased_text(a.intent, "refs")
+        if gone and not a.evidence:  # erased evidence reads as erased, not as none
+            lines += _wrapped("      evidence: ", gone, width)
         if a.result is not None:
             body = (
                 erased_text(a.result, "result", "err") or a.result.err or clip(a.result.result, 200)

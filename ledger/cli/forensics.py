@@ -22,7 +22,7 @@ from ledger.adapters.mcp.definitions import DefinitionResolver
 from ledger.chain import Chain
 from ledger.chain.explain import clip
 from ledger.chain.parts import UNINTENDED
-from ledger.chain.views import event_dict, outcome_text, ref_text
+from ledger.chain.views import erased_reads, event_dict, outcome_text, ref_text
 from ledger.cli.common import (
     db_option,
     emit_json,
@@ -41,6 +41,7 @@ from ledger.cli.common import (
 from ledger.drift import RefCheck, Resolver, chain_refs, content_hash, verify_refs
 from ledger.errors import RunNotFound
 from ledger.model.erasure import erased_text
+from ledger.model.event import Event
 from ledger.model.values import Kind, RefSource, Verdict
 from ledger.report.model import run_dict
 from ledger.sinks import Reader
@@ -48,7 +49,8 @@ from ledger.timefmt import format_time
 
 __all__ = ["chain_tree", "register"]
 
-_STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "unverifiable": "yellow"}
+_STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "erased": "cyan",
+                "unverifiable": "yellow"}  # fmt: skip
 REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` shows it all)
 _OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
 
@@ -114,6 +116,8 @@ def chain_tree(chain: Chain) -> Tree:
     avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
     for ref in chain.available:
         avail.add(escape(ref_text(ref, chain.events, short=True)))
+    for text in erased_reads(chain.events):  # retrieved items whose refs were erased
+        avail.add(escape(text))
     acts = tree.add(f"[bold]actions[/] ({len(chain.actions)})")
     for a in chain.actions:
         style = _OUTCOME_STYLE.get(a.outcome, "white")
@@ -137,6 +141,9 @@ def chain_tree(chain: Chain) -> Tree:
         node.add(f"args: {escape(clip(args, 120))}")
         for ref in a.evidence:
             node.add(f"evidence: {escape(ref_text(ref, chain.events, short=True))}")
+        gone = erased_text(a.intent, "refs")
+        if gone and not a.evidence:  # erased evidence reads as erased, not as none
+            node.add(f"evidence: {escape(gone)}")
         if a.result is not None:
             body = erased_text(a.result, "result", "err") or a.result.err
             body = body or clip(a.result.result, 120)
@@ -297,6 +304,9 @@ def events(
             after=after,
             limit=limit,
         )
+        if form == "csv":
+            emit_listing(map(csv_event_dict, found), form, CSV_EVENT_COLUMNS)
+            return
         if form != "table":
             emit_listing(map(event_dict, found), form, EVENT_COLUMNS)
             return
@@ -362,6 +372,19 @@ def _events_run(db: str, given: str, *, follow: bool) -> str:
 EVENT_COLUMNS = ("event_id", "run_id", "call_id", "time", "kind", "tool", "label", "verdict",
                  "reason", "args", "result", "err", "duration_ms", "agent_path", "preview",
                  "refs", "actor", "approval")  # fmt: skip
+CSV_EVENT_COLUMNS = (*EVENT_COLUMNS, "erased")
+"""``ledger events --csv``: the event columns, then ``erased`` (the tombstone's ``erased``
+member as JSON, empty for an event nothing was erased from)."""
+
+
+def csv_event_dict(e: Event) -> dict[str, Any]:
+    """An event as a CSV row: :func:`event_dict`, each erased field's cell
+    ``[erased: <reason>]`` (an erased field is never an empty cell)."""
+    row = event_dict(e)
+    gone = e.erased
+    if gone is not None:
+        row.update({name: erased_text(e, name) for name in gone.fields})
+    return row
 
 
 def _follow(
@@ -379,8 +402,11 @@ def _follow(
             while True:
                 batch = list(reader.events(**filters, after=cursor, limit=1000))
                 if batch:
-                    shown = "csv" if form == "csv" else "nl"
-                    emit_listing(map(event_dict, batch), shown, EVENT_COLUMNS, header=header)
+                    if form == "csv":
+                        rows = map(csv_event_dict, batch)
+                        emit_listing(rows, "csv", CSV_EVENT_COLUMNS, header=header)
+                    else:
+                        emit_listing(map(event_dict, batch), "nl", EVENT_COLUMNS)
                     header = False
                     cursor = str(batch[-1].event_id)
                     if len(batch) == 1000:
@@ -434,10 +460,12 @@ def check_dict(c: RefCheck) -> dict[str, Any]:
 @listing_options
 def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: str) -> None:
     """Is the evidence of a run still what it was? Each ref: intact, drifted, missing,
-    unverifiable. Tool refs resolve in the ledger; ledger refs need --config and --store.
+    erased, unverifiable. Tool refs resolve in the ledger; ledger refs need --config and
+    --store.
 
-    Exits with status 1 when any ref drifted or is missing (unverifiable refs are listed
-    but do not fail), so a cron job or CI step notices."""
+    Exits with status 1 when any ref drifted or is missing (erased refs, whose cited
+    content retention removed, and unverifiable refs are listed but do not fail), so a
+    cron job or CI step notices."""
     if (config is None) != (store is None):
         raise click.UsageError("--config and --store go together (typed-ledger refs)")
     with open_db(db) as reader:
@@ -445,7 +473,8 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
         resolvers: list[Resolver] = [cast(Resolver, DefinitionResolver(reader))]
         if config is not None and store is not None:
             resolvers.append(_ledger_resolver(config, store))
-        checks = verify_refs(chain_refs(_chain(reader, run_id)), _Resolvers(resolvers))
+        found = _chain(reader, run_id)
+        checks = verify_refs(chain_refs(found), _Resolvers(resolvers))
     failed = sum(str(c.state) in ("drifted", "missing") for c in checks)
     if form != "table":
         emit_listing(map(check_dict, checks), form, DRIFT_COLUMNS)
@@ -467,7 +496,13 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
             short_hash(c.ref.hash) or "-",
             escape(c.detail),
         )
-    stdout().print(table)
+    console = stdout()
+    console.print(table)
+    for a in found.actions:  # evidence erased with the action's refs: say so, not "none"
+        gone = erased_text(a.intent, "refs")
+        if gone and not a.evidence:
+            console.print(f"evidence of {escape(a.tool or '?')} call "
+                          f"{escape(a.call_id or '?')}: {escape(gone)}")  # fmt: skip
     if failed:
         click.echo(f"{failed} ref(s) drifted or missing", err=True)
         raise SystemExit(1)

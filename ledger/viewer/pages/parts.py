@@ -95,6 +95,7 @@ _STATE_TITLES = {
     RefState.INTACT: "the item still hashes to what the action saw",
     RefState.DRIFTED: "the item changed since the action saw it",
     RefState.MISSING: "the item is unknown or was deleted",
+    RefState.ERASED: "the item's content was erased by retention (not drift)",
     RefState.UNVERIFIABLE: "cannot be checked here",
 }
 
@@ -122,7 +123,8 @@ def ref_item(ref: Ref, check: RefCheck | None, request_id: str = "") -> str:
     state = ""
     if check is not None:
         tip = check.detail or _STATE_TITLES[check.state]
-        state = " " + badge(str(check.state), str(check.state), title=tip)
+        css = "warn" if check.state is RefState.ERASED else str(check.state)
+        state = " " + badge(str(check.state), css, title=tip)
     return f"<li>{badge(source, 'read')} {rid}{note}{digest}{state}</li>"
 
 

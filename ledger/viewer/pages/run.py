@@ -29,6 +29,7 @@ from ledger.viewer.identity import agent_of, approval_of, principal_of
 from ledger.viewer.pages.parts import (
     corrupt_notice,
     duration_text,
+    erased_mark,
     field_value,
     ref_list,
     request_text,
@@ -108,6 +109,15 @@ def _approval_text(events: Iterable[Event]) -> str:
     return ""
 
 
+def _error_rows(e: Event) -> list[tuple[str, str]]:
+    """The ``error`` row of a result: its text, or the erasure mark when only the error
+    was erased (a whole erasure shows on the result row; it does not say there was one)."""
+    if e.err:
+        return [("error", f'<span class="v">{esc(e.err[:2000])}</span>')]
+    gone = erased_mark(e, "err")
+    return [("error", gone)] if gone and not erased_mark(e, "result") else []
+
+
 def _anomaly_list(anomalies: Iterable[Anomaly]) -> str:
     items = "".join(f'<li class="anom">{esc(str(a))}</li>' for a in anomalies)
     return f"<ul>{items}</ul>" if items else ""
@@ -126,7 +136,12 @@ def _action_entry(
     css = "action " + ("denied" if a.denied else "failed" if outcome == "failed" else "")
     request_id = ulid_text(chain.request.event_id) if chain.request is not None else ""
     rows: list[tuple[str, str]] = [
-        ("reason", esc(intent.reason) or '<span class="muted">(none recorded)</span>')
+        (
+            "reason",
+            erased_mark(intent, "reason")
+            or esc(intent.reason)
+            or '<span class="muted">(none recorded)</span>',
+        )
     ]
     for d in decisions.get(intent.call_id, []) if intent.call_id else []:
         rows.append(("decision", _decision_text(d)))
@@ -134,9 +149,9 @@ def _action_entry(
     if approval:
         rows.append(("approval", approval))
     rows.append(("args", field_value(intent, "args", intent.args, whole=_whole(intent, "args"))))
-    rows.append(
-        ("evidence", ref_list(a.evidence, checks, request_id=request_id, empty="(none cited)"))
-    )
+    evidence = "" if a.evidence else erased_mark(intent, "refs")  # erased, not "none"
+    evidence = evidence or ref_list(a.evidence, checks, request_id=request_id, empty="(none cited)")
+    rows.append(("evidence", evidence))
     if a.denied:
         rows.append(("result", '<span class="muted">the tool did not run</span>'))
     elif result is None:
@@ -149,8 +164,7 @@ def _action_entry(
             )
         )
     else:
-        if result.err:
-            rows.append(("error", f'<span class="v">{esc(result.err[:2000])}</span>'))
+        rows += _error_rows(result)
         shown = field_value(result, "result", result.result, whole=_whole(result, "result"))
         rows.append(("result", shown))
         rows.append(("duration", duration_text(result.duration_ms)))
@@ -181,8 +195,7 @@ def _action_entry(
 
 def _read_entry(e: Event, decisions: dict[str, list[Event]], chain: Chain, start: datetime) -> str:
     rows = [("result", field_value(e, "result", e.result, whole=_whole(e, "result")))]
-    if e.err:
-        rows.append(("error", f'<span class="v">{esc(e.err[:2000])}</span>'))
+    rows += _error_rows(e)
     for d in decisions.get(e.call_id, []) if e.call_id else []:
         rows.append(("decision", _decision_text(d)))
     rows.append(("duration", duration_text(e.duration_ms)))
@@ -207,17 +220,22 @@ def _minor_entry(e: Event, checks: dict[Ref, RefCheck], start: datetime) -> str:
     kind = str(e.kind).replace("_", " ")
     rows: list[tuple[str, str]] = []
     if e.kind is Kind.RETRIEVED:
-        rows.append(("items", ref_list(e.refs, checks, empty="(none)")))
+        items = "" if e.refs else erased_mark(e, "refs")
+        rows.append(("items", items or ref_list(e.refs, checks, empty="(none)")))
     text = e.preview or e.args or e.result
     if text:
         field = (
             "args" if e.args and not e.preview else "result" if e.result and not e.preview else ""
         )
         rows.append(("text", value(text, whole=_whole(e, field) if field else "")))
-    if e.reason:
-        rows.append(("reason", esc(e.reason)))
-    if e.err:
-        rows.append(("error", f'<span class="v">{esc(e.err[:2000])}</span>'))
+    else:
+        gone = next(filter(None, (erased_mark(e, f) for f in ("preview", "args", "result"))), "")
+        if gone:
+            rows.append(("text", gone))
+    reason = erased_mark(e, "reason") or esc(e.reason)
+    if reason:
+        rows.append(("reason", reason))
+    rows += _error_rows(e)
     if e.tool:
         rows.append(("tool", esc(e.tool)))
     css = "minor failed" if e.err or e.kind is Kind.ABORT else "minor"
@@ -363,7 +381,13 @@ def run_page(request: Request, ctx: Context) -> Response:
             id_="run-report",
         )
     shown = run_id or "(outside any run)"
-    available = ref_list(chain.available, checks, empty="nothing recorded as available")
+    gone = [erased_mark(e, "refs") for e in chain.events if e.kind is Kind.RETRIEVED]
+    gone = list(dict.fromkeys(g for g in gone if g))  # retrieved items whose refs were erased
+    available = (
+        ref_list(chain.available, checks, empty="nothing recorded as available")
+        if chain.available or not gone
+        else ""
+    ) + " ".join(gone)
     body = (
         f'<div class="crumbs">{link("/", "Runs")} / <span class="mono">{esc(shown)}</span></div>'
         f'<h1 id="title">Run <span class="mono">{esc(shown)}</span></h1>'
