@@ -187,7 +187,7 @@ def test_one_check_per_ref_in_order() -> None:
 
 
 def test_ref_state_values() -> None:
-    assert [s.value for s in RefState] == ["intact", "drifted", "missing", "unverifiable"]
+    assert [s.value for s in RefState] == ["intact", "drifted", "missing", "unverifiable", "erased"]
 
 
 # --- StaticResolver --------------------------------------------------------------------

@@ -252,6 +252,7 @@ SNAPSHOTS: dict[str, list[str]] = {
         "verify_ledger",
     ],
     "ledger.drift": [
+        "ErasedContent",
         "EventResolver",
         "RefCheck",
         "RefState",

@@ -62,7 +62,7 @@ from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
 from ledger.sinks.tree import TreeTables, owned_nodes
-from ledger.timefmt import format_duration, format_time, parse_duration, utc_now
+from ledger.timefmt import format_duration, format_time, parse_duration, parse_time, utc_now
 
 __all__ = [
     "PAGE",
@@ -1074,6 +1074,13 @@ class Retention:
                         "the leaf the log committed, so it was changed outside the ledger and "
                         "erasing it would hide that. Run `ledger verify`"
                     )
+                stated: tuple[str, int | None] | None
+                if stone is not None:
+                    stated = (stone.run_id, None if stone.time is None else to_micros(stone.time))
+                else:
+                    stated = _json_key(data)
+                if stated != (run_id, time_us):
+                    raise _index_changed(seq, event_id, run_id, time_us, stated)
                 done = stone is not None and want <= set(stone.fields)
                 if each is not None:
                     event = Event.from_json(data)
@@ -1136,8 +1143,16 @@ def _fast_page(
     # equal lists of leaf hashes: every stored leaf is 32 bytes, none is None
     if _MARK in b"".join(raws) or list(map(leaf_hash, raws)) != list(leaves):
         return None
+    # the floor and the holds were judged on the index columns: they must be what the
+    # committed JSON states (the row-by-row path names a row whose columns were changed)
+    try:
+        objs = list(map(orjson.loads, raws))
+    except orjson.JSONDecodeError:
+        return None
+    if list(map(_obj_key, objs)) != list(zip(runs, times, strict=True)):
+        return None
     keys = [i.to_bytes(8, "big") for i in indexes]
-    made = maker.make_page(raws, leaves)
+    made = maker.make_page(raws, leaves, objs)
     updates = [
         (tomb, content_hash(tomb) if chash is None else chash, has_err, seq)
         for (tomb, chash, has_err), seq in zip(made, seqs, strict=True)
@@ -1147,6 +1162,57 @@ def _fast_page(
         [k + sha256(t[0].encode("utf-8")).digest() for k, t in zip(keys, made, strict=True)]
     )
     return updates, noted, vouched
+
+
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _json_key(data: bytes) -> tuple[str, int | None] | None:
+    """``(run id, time in Unix µs)`` the stored event JSON ``data`` states, or None."""
+    try:
+        return _obj_key(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _obj_key(obj: Any) -> tuple[str, int | None] | None:
+    """``(run id, time in Unix µs)`` of a parsed stored event, or None when unreadable."""
+    if type(obj) is not dict:
+        return None
+    run, when = obj.get("run_id", ""), obj.get("time")
+    if type(run) is not str or type(when) is not str:
+        return None
+    try:  # the layout the ledger writes, at C speed; anything else as parse_time reads it
+        moment = datetime.fromisoformat(when)
+        if moment.tzinfo is None:
+            raise ValueError(when)
+    except ValueError:
+        try:
+            moment = parse_time(when)
+        except ValidationError:
+            return None
+    return run, (moment - _EPOCH_UTC) // _MICROSECOND
+
+
+def _index_changed(
+    seq: int, event_id: str, run_id: str, time_us: int, stated: tuple[str, int | None] | None
+) -> Exception:
+    """The refusal of a selected row whose ``run_id`` or ``time_us`` column is not what
+    its committed JSON states: the floor, the holds and the selection read the columns."""
+    said = (
+        "no run and time that can be read"
+        if stated is None
+        else f"run {stated[0]!r} at "
+        + ("an unreadable time" if stated[1] is None else format_time(from_micros(stated[1])))
+    )
+    return refuse(
+        f"events row seq={seq} (event {event_id}): its index columns say run {run_id!r} at "
+        f"{format_time(from_micros(int(time_us)))} but its committed JSON says {said}: the "
+        "columns were changed outside the ledger, and an erasure selected and checked by "
+        "them could erase what the floor or a hold protects. Nothing was erased; run "
+        "`ledger db check`"
+    )
 
 
 class _Violation(Exception):

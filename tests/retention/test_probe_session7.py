@@ -57,11 +57,6 @@ def _verify_ok(db: Ledger) -> bool:
     return bool(json.loads(out)["ok"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="erase checks the floor on the time_us index column, not the committed event "
-    "time: one UPDATE of that column lets the API erase events inside the floor",
-)
 def test_the_floor_is_not_bypassed_by_an_edited_time_column(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     ledger_db.sql("UPDATE {p}events SET time_us = 0 WHERE run_id = 'young-1'")
@@ -71,11 +66,6 @@ def test_the_floor_is_not_bypassed_by_an_edited_time_column(ledger_db: Ledger) -
     assert _rows(ledger_db) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="erase checks run holds on the run_id index column: renaming the held run's "
-    "column lets the API erase every held event",
-)
 def test_a_run_hold_is_not_bypassed_by_an_edited_run_column(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.add_hold(run_id="old-2", reason="litigation", by="legal")
@@ -86,11 +76,6 @@ def test_a_run_hold_is_not_bypassed_by_an_edited_run_column(ledger_db: Ledger) -
     assert _rows(ledger_db) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="erase checks date holds on the time_us index column: shifting it moves the "
-    "held events out of the hold's range",
-)
 def test_a_date_hold_is_not_bypassed_by_an_edited_time_column(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.add_hold(since=OLD, until=OLD + timedelta(days=1), reason="audit", by="legal")
@@ -119,11 +104,6 @@ def _erase_a_retention_record(ledger_db: Ledger) -> None:
         ledger_db.sql("UPDATE {p}events SET run_id = :r WHERE run_id = 'innocent'", r=admin)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="erase recognises a retention run by the run_id index column: a renamed "
-    "column lets the API erase a retention record (the proof of a hold)",
-)
 def test_a_retention_record_cannot_be_erased_after_its_run_column_is_renamed(
     ledger_db: Ledger,
 ) -> None:
