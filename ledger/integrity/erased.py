@@ -32,6 +32,7 @@ from typing import Any
 
 from ledger.integrity.policy_change import lowers, signed_by
 from ledger.model.erasure import (
+    ADMIN_RUN_PREFIX,
     POLICY_TOOL,
     HoldScope,
     hold_change,
@@ -87,7 +88,8 @@ class ErasedRows:
         self.keys: tuple[str, ...] = ()  # the keys of the policy in force
         self.holds: dict[str, HoldScope] = {}  # the holds placed and not yet released
         # (event id, message, leaf index) of each policy record that lowered the floor,
-        # or changed the keys, with no valid signature by a key of the policy before it
+        # or changed the keys, with no valid signature by a key of the policy before it,
+        # and of each tombstone of a retention record (never erased by the ledger)
         self.unsigned: list[tuple[str, str, int]] = []
 
     def retention_record(self, data: bytes, event_id: str = "", index: int = -1) -> None:
@@ -132,6 +134,12 @@ class ErasedRows:
             return None
         key = index.to_bytes(8, "big")
         self.claims.append((index, stone.leaf_hash, event_id))
+        if stone.run_id.startswith(ADMIN_RUN_PREFIX):
+            self.unsigned.append((event_id, f"event {event_id or '?'} (leaf {index}) is a "
+                                  f"tombstone of a retention record (run {stone.run_id}): "
+                                  "retention records are the proof of what was erased and "
+                                  "the ledger never erases them, so it was erased outside "
+                                  "it", index))  # fmt: skip
         for i, record in enumerate(stone.records):
             tally = self.records.get(record)
             if tally is None:

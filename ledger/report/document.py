@@ -114,12 +114,14 @@ class ComplianceReport:
 
     @property
     def compliant(self) -> bool:
-        """No action ran without a committed intent, no content hash mismatched, and
-        the tamper-evident log verified (when the ledger keeps one)."""
+        """No action ran without a committed intent, no content hash mismatched, the
+        tamper-evident log verified (when the ledger keeps one), and the retention
+        tables are the log's records (when it keeps them)."""
         return (
             not self.counts.unsafe_without_intent
             and not self.hash_check.mismatch_count
             and (self.log_check is None or self.log_check.ok)
+            and (self.retention is None or not self.retention.tables_changed)
         )
 
     def log_statement(self) -> str:

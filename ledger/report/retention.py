@@ -5,7 +5,9 @@ legal holds and the erasures of the report's window.
 >>> section.to_dict()["erasures"][0]["reason"]                      # doctest: +SKIP
 'GDPR Art. 17 request 42'
 
-Read from the ledger's retention tables (:mod:`ledger.retention`); None for a ledger
+Read from the ledger's retention tables (:mod:`ledger.retention`), after checking them
+against the retention records in the log (``tables_changed`` says why they disagree: a
+report showing a floor or holds forged by SQL is then not compliant); None for a ledger
 that keeps none (JSONL, memory). Holds are listed when they stood at any time in the
 window; policy changes and erasures when they were made in it.
 """
@@ -36,10 +38,13 @@ class RetentionSection:
     changes: tuple[PolicyState, ...]
     holds: tuple[Hold, ...]
     erasures: tuple[ErasureRecord, ...]
+    # why the retention tables (what this section shows) are not the log's records, or ""
+    tables_changed: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Stable field names (the report's ``retention`` member)."""
         return {
+            "tables_changed": self.tables_changed,
             "policy": None if self.policy is None else self.policy.to_dict(),
             "policy_changes": [p.to_dict() for p in self.changes],
             "holds": [h.to_dict() for h in self.holds],
@@ -53,14 +58,16 @@ class RetentionSection:
         >>> RetentionSection(policy=None, changes=(), holds=(), erasures=()).lines()[0]
         'retention policy: none set (nothing may be erased)'
         """
+        warning = [f"RETENTION TABLES CHANGED: {self.tables_changed}"] * bool(self.tables_changed)
         if self.policy is None:
-            out = ["retention policy: none set (nothing may be erased)"]
+            out = [*warning, "retention policy: none set (nothing may be erased)"]
         else:
             p = self.policy.policy.to_dict()
             out = [
+                *warning,
                 f"retention policy: keep {p['keep']}, floor {p['floor']} (version "
                 f"{self.policy.version}, set {format_time(self.policy.set_at)} by "
-                f"{self.policy.set_by}: {self.policy.reason})"
+                f"{self.policy.set_by}: {self.policy.reason})",
             ]
         out += [
             f"policy change v{c.version} {format_time(c.set_at)} by {c.set_by}: keep "
@@ -111,9 +118,17 @@ class RetentionSection:
             f"</code></td></tr>"
             for e in self.erasures
         )
+        changed = (
+            f'<p class="bad"><strong>The retention tables were changed outside the ledger'
+            f"</strong>: {escape(self.tables_changed)}. What follows is what the tables "
+            "say, not what the log recorded.</p>"
+            if self.tables_changed
+            else ""
+        )
         return "".join(
             [
                 '<h2 id="retention">Retention, legal holds and erasures</h2>',
+                changed,
                 policy,
                 f"<p>Policy changes in the window:</p><ul>{changes}</ul>"
                 if changes
@@ -160,6 +175,7 @@ def retention_section(
             and (since is None or h.released is None or h.released >= since)
         ]
         erasures = r.erasures(since=since, until=until)
+        changed = r.tables_changed()
     except LedgerError as exc:  # a ledger without the retention tables, say
         log.debug("the report has no retention section: %s", exc)
         return None
@@ -169,4 +185,5 @@ def retention_section(
         changes=tuple(p for p in history if _in(p.set_at, since, until)),
         holds=tuple(holds),
         erasures=tuple(erasures),
+        tables_changed=changed,
     )

@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from ulid import ULID
 
 from ledger.canonical import canonical_bytes
-from ledger.errors import ValidationError
+from ledger.errors import RetentionError, ValidationError
 from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
@@ -436,6 +436,21 @@ class Retention:
                 f"{record.get('keep')}, floor {record.get('floor')})"
             )
         return state
+
+    def tables_changed(self) -> str:
+        """Why the retention tables are not what the log's retention records say (a
+        policy or hold changed by SQL: what :class:`TablesChanged` refuses erasures
+        for), or "" when they agree. What the compliance report checks before it shows
+        the tables."""
+        with self._reading() as conn:
+            try:
+                self._trusted_policy(conn)
+                self._trusted_holds(conn)
+            except TablesChanged as exc:
+                return str(exc).removesuffix("; nothing was changed")
+            except RetentionError:  # no tables to carry (a copy from JSONL): not a change
+                return ""
+        return ""
 
     def _trusted_holds(self, conn: sa.Connection) -> list[Hold]:
         """The standing holds, checked against the hold records in the log: a hold the
@@ -1301,9 +1316,14 @@ def _hold_scope(hold: Hold) -> dict[str, Any]:
     }
 
 
+class TablesChanged(RetentionError):
+    """The retention tables are not the index of the retention records in the log: they
+    were changed outside the ledger (a floor lowered, a hold deleted, by SQL)."""
+
+
 def _tampered(what: str) -> Exception:
     """The refusal of a request whose retention tables were changed outside the ledger."""
-    return refuse(
+    return TablesChanged(
         f"{what}: the retention tables were changed outside the ledger; run `ledger verify` "
-        "and restore them from the log or a backup"
+        "and restore them from the log or a backup; nothing was changed"
     )

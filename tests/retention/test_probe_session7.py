@@ -124,12 +124,6 @@ def test_verify_reports_an_erased_retention_record(ledger_db: Ledger) -> None:
     assert not _verify_ok(ledger_db)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compliance report shows the retention tables, not the log's records: a "
-    "floor lowered and a standing hold deleted by plain SQL are reported as policy, "
-    "and the report is still compliant",
-)
 def test_the_report_does_not_show_a_policy_forged_in_the_tables(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.add_hold(since=OLD, until=OLD + timedelta(days=1), reason="audit", by="legal")

@@ -287,3 +287,20 @@ def test_a_lowering_signed_by_the_policy_key_verifies(ledger_db: Ledger) -> None
     r.erase(Selection.of_run("young"), reason="GDPR", by="dpo")
     result = verify_ledger(sink, None)
     assert result.ok, result.findings
+
+
+def test_a_retention_record_erased_by_hand_is_reported(ledger_db: Ledger) -> None:
+    """The API never erases a retention run (the proof of what went); tombstones of one,
+    written by hand with a record accounting for them, are tampering to verify."""
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="0d", reason="policy")
+    hold = r.add_hold(run_id="old", reason="litigation")
+    (admin,) = ledger_db.sql(
+        "SELECT DISTINCT run_id FROM {p}events WHERE event_id = :e", e=hold.hold_id
+    )
+    erase_by_hand(ledger_db, sink, str(admin[0]),
+                  policy={"version": 1, "keep": "400d", "floor": "0d"}, at=NOW)  # fmt: skip
+    messages = forbidden(verify_ledger(sink, None))
+    assert any("tombstone of a retention record" in m for m in messages), messages
