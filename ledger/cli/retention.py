@@ -64,8 +64,8 @@ def _retention(url: str, *, write: bool) -> Iterator[Any]:
             f"no ledger at {parsed.path}: the file {missing}; give the URL of an "
             "existing ledger (`ledger db upgrade URL` creates an empty one)"
         )
-    if parsed.scheme == "postgresql" and write:
-        _require_pg_ledger(parsed)
+    if write:
+        _require_ledger(parsed)
     sink: Any = open_sink(url) if write else open_reader(url)
     try:
         yield Retention(sink)
@@ -73,15 +73,17 @@ def _retention(url: str, *, write: bool) -> Iterator[Any]:
         sink.close()
 
 
-def _require_pg_ledger(parsed: Any) -> None:
-    """Refuse a PostgreSQL schema that holds no ledger (a mistyped ``ledger_schema``
-    must not become a fresh, empty ledger); one at an older revision is left to the
-    writer, which upgrades it."""
+def _require_ledger(parsed: Any) -> None:
+    """Refuse a database (a SQLite file, a PostgreSQL schema) that holds no ledger: a
+    mistyped ``ledger_schema``, or a SQLite file of something else, must not become a
+    fresh, empty ledger (the writer would create its tables there); one at an older
+    revision is left to the writer, which upgrades it."""
     import sqlalchemy as sa
 
     from ledger.sinks.schema import SchemaState, require_readable, schema_state
 
-    engine = sa.create_engine(parsed.dsn, poolclass=sa.pool.NullPool)
+    dsn = f"sqlite:///{parsed.path}" if parsed.scheme == "sqlite" else parsed.dsn
+    engine = sa.create_engine(dsn, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
             revision, state = schema_state(conn, parsed.schema)
@@ -157,6 +159,13 @@ def retention_set(
     with _retention(db, write=True) as r:
         before = r.policy()
         state = r.set_policy(keep=keep, floor=floor, keys=keys, signer=signer, reason=reason, by=by)
+    if before is None and floor is None:  # said on stderr, whatever the output form
+        click.echo(
+            "ledger: warning: no --floor given, so the floor is 0: any event older than "
+            "the moment of erasure may be erased; set one with --floor 180d (raising it "
+            "is free, lowering it needs a signed change)",
+            err=True,
+        )
     if as_json:
         emit_json(state.to_dict())
         return
@@ -270,9 +279,17 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
     for h in holds:
         state = "active" if h.active else f"released {human_time(h.released)}"
         click.echo(
-            f"{h.hold_id}  {h.describe()}  {state}  by {h.created_by} "
-            f"{human_time(h.created)}: {h.reason}"
+            f"{h.hold_id}  {h.describe()}  {state}  by {_line(h.created_by)} "
+            f"{human_time(h.created)}: {_line(h.reason)}"
         )
+
+
+def _line(text: str) -> str:
+    """``text`` on one line: a line break or other control character shown escaped, so
+    a reason cannot forge a line of the listing."""
+    if not any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return text
+    return "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text)
 
 
 # --- ledger erase ----------------------------------------------------------------------

@@ -81,6 +81,22 @@ PAGE = 1000
 _SECOND = timedelta(seconds=1)
 
 
+def _actor(by: object) -> str:
+    """Who a retention change is recorded as made by: ``by`` stripped, else
+    :func:`operator`; ``ValidationError`` for a blank name or one with a control
+    character (a line break would forge a line in the listings)."""
+    if by is None:
+        return operator()
+    if not isinstance(by, str) or not by.strip():
+        raise ValidationError(
+            "--by: say who is acting (a name, e.g. 'dpo@example.com'), or leave it out for "
+            "$LEDGER_OPERATOR or the login name; nothing was changed"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in by):
+        raise ValidationError(f"--by: {by!r} holds a control character; nothing was changed")
+    return by.strip()
+
+
 def operator() -> str:
     """Who is acting: ``$LEDGER_OPERATOR``, else the login name."""
     name = os.environ.get("LEDGER_OPERATOR", "").strip()
@@ -136,8 +152,23 @@ class Selection:
                 "select exactly one of: a run (--run RUN_ID), a date (--before DATE), or "
                 "event ids (--event ID, repeatable)"
             )
-        if self.run_id is not None and not self.run_id:
-            raise ValidationError("--run: the run id is empty")
+        if self.run_id is not None and (not isinstance(self.run_id, str) or not self.run_id):
+            raise ValidationError(
+                f"--run: expected a run id (text), got {self.run_id!r}"
+                if not isinstance(self.run_id, str)
+                else "--run: the run id is empty"
+            )
+        if self.before is not None:
+            if not isinstance(self.before, datetime):
+                raise ValidationError(
+                    f"--before: expected a datetime, got {type(self.before).__name__} (read "
+                    "a date with ledger.retention.parse_date)"
+                )
+            if self.before.tzinfo is None:
+                raise ValidationError(
+                    "--before: a naive datetime has no time zone; give an aware one (e.g. "
+                    "tzinfo=UTC)"
+                )
 
     @classmethod
     def of_run(cls, run_id: str) -> Selection:
@@ -151,7 +182,10 @@ class Selection:
 
     @classmethod
     def of_events(cls, ids: Sequence[str | ULID]) -> Selection:
-        """The events ``ids`` (each once, however often given)."""
+        """The events ``ids`` (each once, however often given; one id alone counts as
+        one event, not as its letters)."""
+        if isinstance(ids, str | ULID):
+            ids = [ids]
         unique = dict.fromkeys(str(coerce_event_id(i, field="--event")) for i in ids)
         return cls(event_ids=tuple(unique))
 
@@ -511,7 +545,7 @@ class Retention:
         current policy's keys (``RetentionError`` otherwise, nothing changed).
         """
         why = require_reason(reason)
-        who = by or operator()
+        who = _actor(by)
         keep_span = keep if isinstance(keep, timedelta) else parse_duration(keep, what="--keep")
         for text in keys or ():
             Verifier.from_key(text)  # a malformed key is refused before anything
@@ -639,7 +673,7 @@ class Retention:
     ) -> Hold:
         """Place a legal hold on a run or a time range; recorded in the log."""
         why = require_reason(reason)
-        who = by or operator()
+        who = _actor(by)
         run = RetentionRun()
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now())
@@ -685,7 +719,7 @@ class Retention:
         """Release the hold ``hold_id``; recorded in the log. ``RetentionError`` for an
         unknown or already released hold."""
         why = require_reason(reason)
-        who = by or operator()
+        who = _actor(by)
         t = self._t.holds
         run = RetentionRun()
         with self._writing() as conn:
@@ -756,7 +790,7 @@ class Retention:
         *,
         reason: str,
         by: str | None = None,
-        fields: Sequence[str] = ALL_FIELDS,
+        fields: Sequence[str] | None = ALL_FIELDS,
         dry_run: bool = False,
         each: Callable[[Selected], None] | None = None,
     ) -> ErasureOutcome:
@@ -770,8 +804,10 @@ class Retention:
         checks run and nothing is written.
         """
         why = require_reason(reason)
-        who = by or operator()
-        if isinstance(fields, str):  # one field name, not its letters
+        who = _actor(by)
+        if fields is None:  # no fields named: the whole event
+            fields = ALL_FIELDS
+        elif isinstance(fields, str):  # one field name, not its letters
             fields = (fields,)
         wanted = tuple(f for f in ALL_FIELDS if f in set(fields))
         unknown = sorted(set(fields) - set(ALL_FIELDS))

@@ -137,11 +137,6 @@ def test_the_report_does_not_show_a_policy_forged_in_the_tables(ledger_db: Ledge
     assert truthful or report["compliant"] is False, shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a blank --by (spaces, a newline) is recorded as who set the policy or "
-    "placed a hold, while a blank reason is refused",
-)
 def test_a_blank_actor_is_refused_or_replaced(ledger_db: Ledger) -> None:
     sink = ledger_db.open()
     sink.record_many(run_events("old-1", OLD))
@@ -171,11 +166,6 @@ def test_chain_shows_erased_evidence_as_erased(ledger_db: Ledger) -> None:
     assert "evidence: [erased: refs gone]" in out, out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Selection.older_than takes a naive datetime as UTC (add_hold and erasures "
-    "refuse one) and a string raises AttributeError instead of ValidationError",
-)
 def test_selection_input_is_validated_like_holds() -> None:
     with pytest.raises(LedgerError):
         Selection.older_than(datetime(2025, 1, 1))  # naive on purpose
@@ -222,11 +212,6 @@ def test_drift_does_not_call_erased_evidence_drifted(tmp_path: Path) -> None:
     assert code == 0 and "drifted" not in out, out + err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ledger hold list` prints a hold's reason raw: a newline in --reason starts "
-    "a line of its own (e.g. a forged 'released' line); chain indents such text",
-)
 def test_hold_list_keeps_one_hold_on_one_line(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.add_hold(run_id="old-1", reason="case 7\nALL HOLDS RELEASED", by="legal")
@@ -236,12 +221,6 @@ def test_hold_list_keeps_one_hold_on_one_line(ledger_db: Ledger) -> None:
     assert len(lines) == 1, out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the first `ledger retention set --keep 400d` without --floor sets floor 0d, "
-    "so a ten-day-old run can be erased at once; the docs say to set --floor 0 "
-    "explicitly if that is meant",
-)
 def test_a_first_policy_without_floor_does_not_silently_set_floor_zero(
     ledger_db: Ledger,
 ) -> None:
@@ -252,8 +231,11 @@ def test_a_first_policy_without_floor_does_not_silently_set_floor_zero(
     if code != 0:
         assert err.count("\n") == 1 and "--floor" in err, err
         return
+    # accepted as the issue writes the command ([--floor] optional): the floor is 0, and
+    # the command says so on stderr rather than silently
+    assert "no --floor given, so the floor is 0" in err and err.count("\n") == 1, err
     code, out, err = _run("retention", "show", "--db", ledger_db.url, "--json")
-    assert json.loads(out)["policy"]["floor"] != "0d", out
+    assert json.loads(out)["policy"]["floor"] == "0d", out
 
 
 @pytest.mark.parametrize(
@@ -264,12 +246,6 @@ def test_a_first_policy_without_floor_does_not_silently_set_floor_zero(
         ["retention", "set", "--keep", "400d", "--floor", "180d", "--reason", "y"],
         ["db", "vacuum"],
     ],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="retention commands on an existing SQLite file with no events table create "
-    "the ledger's tables in it (a refused erase too, 'nothing was changed'); read "
-    "commands and PostgreSQL refuse such a database",
 )
 def test_retention_commands_do_not_turn_a_foreign_sqlite_file_into_a_ledger(
     tmp_path: Path, command: list[str]
