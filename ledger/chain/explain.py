@@ -166,6 +166,8 @@ class Explanation:
         timing = f" in {ms} ms" if ms else " (no duration recorded)"
         if outcome == "failed":
             return f"failed{timing}: {erased_text(result, 'err') or clip(result.err)}"
+        if outcome == "erased":  # whether it failed went with the erased err
+            return f"ran{timing}; its outcome was {erased_text(result, 'err')}"
         return f"succeeded{timing}: {erased_text(result, 'result') or clip(result.result or '')}"
 
     def _request_text(self) -> str:

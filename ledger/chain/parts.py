@@ -155,12 +155,17 @@ class Action:
 
     @property
     def outcome(self) -> str:
-        """``denied``, ``failed`` (the tool raised), ``succeeded`` or ``no_result``."""
+        """``denied``, ``failed`` (the tool raised), ``succeeded``, ``no_result``, or
+        ``erased`` (the result's ``err`` was erased: whether the tool failed is no
+        longer known, so it is not called a success)."""
         if self.denied:
             return "denied"
         if self.result is None:
             return "no_result"
-        return "failed" if self.result.err else "succeeded"
+        if self.result.err:
+            return "failed"
+        gone = self.result.erased
+        return "erased" if gone is not None and "err" in gone.fields else "succeeded"
 
 
 class _ActionSlots:

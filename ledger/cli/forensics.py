@@ -52,7 +52,10 @@ __all__ = ["chain_tree", "register"]
 _STATE_STYLE = {"intact": "green", "drifted": "red", "missing": "red", "erased": "cyan",
                 "unverifiable": "yellow"}  # fmt: skip
 REASON_CLIP = 400  # a reason in the tree is cut only past this (`ledger why` shows it all)
-_OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow"}
+_OUTCOME_STYLE = {
+    "succeeded": "green", "failed": "red", "denied": "red", "no_result": "yellow",
+    "erased": "cyan",
+}  # fmt: skip
 
 
 def _span(first: datetime, last: datetime) -> str:

@@ -355,3 +355,24 @@ def test_a_held_run_erased_after_a_look_alike_release_is_reported(ledger_db: Led
     finally:
         ledger_db.sql("UPDATE {p}events SET run_id = 'old-2' WHERE run_id = 'o2'")
     assert not _verify_ok(ledger_db)
+
+
+def test_a_failed_call_whose_err_was_erased_is_not_called_a_success(ledger_db: Ledger) -> None:
+    """Erasing a failed call's result whole takes its ``err``: the chain, why and the
+    viewer say the outcome was erased, never that the call succeeded."""
+    sink = ledger_db.open()
+    events = run_events("old-1", OLD)
+    failed = next(e for e in events if e.kind == "tool_result")
+    events = [e.replace(err="boom", result=None) if e is failed else e for e in events]
+    sink.record_many(events)
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    chain = sink.chain("old-1")
+    (action,) = [a for a in chain.actions if a.call_id == failed.call_id]
+    assert action.outcome == "failed"
+    r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
+    (action,) = [a for a in sink.chain("old-1").actions if a.call_id == failed.call_id]
+    assert action.outcome == "erased"
+    code, out, err = _run("why", "old-1", failed.call_id, "--db", ledger_db.url)
+    assert code == 0, err
+    assert "succeeded" not in out and "[erased: GDPR 42]" in out, out

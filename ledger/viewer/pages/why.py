@@ -33,6 +33,8 @@ def _outcome(x: Explanation) -> str:
             '<span class="badge b-no_result">no result</span> crashed, still running, or '
             "the outcome write failed"
         )
+    if outcome == "erased":  # whether it failed went with the erased err
+        return f"ran, {_erased(result, 'err')} {duration_text(result.duration_ms)}"
     css = "failed" if outcome == "failed" else "succeeded"
     return f'<span class="badge b-{css}">{css}</span> {duration_text(result.duration_ms)}'
 
