@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from ledger.errors import CorruptRecord
+from ledger.model.erasure import erased_text
 from ledger.model.event import Event
 from ledger.model.values import Kind, Verdict
 from ledger.sinks.base import Reader, RunSummary
@@ -184,8 +185,10 @@ def _row(reader: Reader, s: RunSummary, skipped: list[CorruptRecord]) -> RunRow:
     head = _request(reader, s.run_id, skipped)
     if head is None:
         return RunRow(summary=s)
-    text = head.preview or head.args or ""
-    return RunRow(summary=s, request=text, agent=agent_of(head), principal=principal_of(head))
+    # an erased request reads as erased (never as "no request"), its agent likewise
+    text = erased_text(head, "args", "preview") or head.preview or head.args or ""
+    agent = agent_of(head) or erased_text(head, "agent_path", "actor")
+    return RunRow(summary=s, request=text, agent=agent, principal=principal_of(head))
 
 
 def _take(

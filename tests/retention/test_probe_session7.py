@@ -376,3 +376,16 @@ def test_a_failed_call_whose_err_was_erased_is_not_called_a_success(ledger_db: L
     code, out, err = _run("why", "old-1", failed.call_id, "--db", ledger_db.url)
     assert code == 0, err
     assert "succeeded" not in out and "[erased: GDPR 42]" in out, out
+
+
+def test_viewer_runs_list_shows_an_erased_request_as_erased(sqlite_ledger: Ledger) -> None:
+    r = _ledger(sqlite_ledger)
+    r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
+    with (
+        serve(sqlite_ledger.url) as viewer,
+        urllib.request.urlopen(viewer.url) as answer,
+    ):
+        page = answer.read().decode("utf-8")
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert "erased: GDPR 42" in text, text
+    assert "(no request)" not in text, text
