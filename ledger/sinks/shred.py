@@ -218,7 +218,14 @@ class _Destroyed:
         self.record_id, self.reason = record_id, reason
 
 
-_RunKey = AESGCM | _Destroyed | None  # None: no key stored for the run
+class _Standing:
+    """A run key that stands, read by a sink without the operator's key (not unwrapped)."""
+
+    __slots__ = ()
+
+
+_STANDING = _Standing()
+_RunKey = AESGCM | _Destroyed | _Standing | None  # None: no key stored for the run
 
 
 class Payloads:
@@ -321,8 +328,15 @@ class Payloads:
 
         event = parse_row(row)
         sealed = [n for n in FIELDS if is_envelope(getattr(event, n))]
-        if not sealed or self._wrapper is None:
+        if not sealed:
             return event
+        if self._wrapper is None:  # no key: envelopes as stored, a shredded run erased
+            status = self._cached(event.run_id, fresh=False)
+            return (
+                _shredded(event, sealed, status, row[-1])
+                if isinstance(status, _Destroyed)
+                else event
+            )
         key = self._cached(event.run_id, fresh=False)
         if key is None:
             raise CorruptRecord(
@@ -334,6 +348,7 @@ class Payloads:
             )
         if isinstance(key, _Destroyed):
             return _shredded(event, sealed, key, row[-1])
+        assert isinstance(key, AESGCM)  # _Standing only without the operator's key
         changes: dict[str, str] = {}
         for name in sealed:
             changes[name] = self._decrypt(key, event, name, getattr(event, name), row[0])
@@ -380,7 +395,8 @@ class Payloads:
             return None
         if row.destroyed_us is not None or row.wrapped is None:
             return _Destroyed(str(row.record_id or ""), str(row.reason or "erased"))
-        assert self._wrapper is not None
+        if self._wrapper is None:  # a reader without the key: the key stands, unread
+            return _STANDING
         return AESGCM(self._wrapper.unwrap(bytes(row.wrapped), self._context(run_id)))
 
     # --- erasure ----------------------------------------------------------------------
@@ -449,8 +465,6 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     if wrapper is None and os.environ.get(ENV_KEY, "").strip():
         wrapper = FileKeyWrapper(os.environ[ENV_KEY].strip())
     sink._payloads = None
-    if wrapper is None and not writer:
-        return  # a reader without the key shows stored payloads as they are
     t = ShredTables(getattr(sink, "schema", None))
     reading: AbstractContextManager[sa.Connection] = sink._reading()
     with reading as conn:

@@ -262,12 +262,6 @@ def test_retention_commands_do_not_turn_a_foreign_sqlite_file_into_a_ledger(
     assert tables == ["mine"], tables
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reader without the payload key shows a shredded run (its data key "
-    "destroyed, which the ledger records in the clear) as ordinary ciphertext "
-    "envelopes, not as erased",
-)
 def test_a_shredded_run_reads_as_erased_without_the_key(
     sqlite_ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
