@@ -202,3 +202,20 @@ def test_a_missing_prefix_node_falls_back_to_the_full_log_check(tmp_path: Path) 
         data = report(sink, since=at(10), until=at(22))
     assert data["totals"]["events"] == 12
     assert data["log_check"]["ok"] is full.ok
+
+
+def test_a_row_moved_out_of_the_window_by_its_time_column_is_listed(
+    two_runs: tuple[Path, list[Event]],
+) -> None:
+    """The window is chosen by the time column (both builds); a row whose column was
+    moved out while its JSON time is inside, among the window's rows, is tampering the
+    report lists, never a silent gap."""
+    path, events = two_runs
+    moved = (at(50) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    edit(path, "UPDATE events SET time_us = ? WHERE event_id = ?", moved, str(events[1].event_id))
+    with SQLiteSink(path) as sink:
+        data = report(sink, since=at(0), until=at(3))
+    assert data["compliant"] is False
+    listed = data["hash_check"]["mismatches"]
+    assert [m["event_id"] for m in listed] == [str(events[1].event_id)], listed
+    assert "outside the window" in listed[0]["detail"]
