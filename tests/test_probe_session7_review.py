@@ -1,0 +1,77 @@
+"""Session 7 review probes: retention records found by their index columns, and the
+report's check of the retention tables against the log (xfail while they fail)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import LedgerError
+from ledger.model.event import Event
+from ledger.report.build import build_report
+from ledger.retention import Retention, Selection
+from ledger.sinks import SQLiteSink
+
+OLD = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def _held_ledger(path: Path) -> str:
+    """A ledger of two old runs, a policy (floor 1d) and a hold on run r0; the hold id."""
+    with SQLiteSink(path) as sink:
+        when = [OLD + timedelta(seconds=i) for i in range(10)]
+        sink.record_many(
+            [
+                Event(kind="request", run_id=f"r{i % 2}", args='"x"', time=t)
+                for i, t in enumerate(when)
+            ]
+        )
+        retention = Retention(sink)
+        retention.set_policy(keep="30d", floor="1d", reason="policy", by="dpo")
+        return retention.add_hold(run_id="r0", reason="litigation", by="dpo").hold_id
+
+
+@pytest.mark.parametrize("column", ["tool", "kind", "run_id"])
+@pytest.mark.xfail(
+    strict=True,
+    reason="the hold records are found by their tool/kind/run_id columns, not their "
+    "committed JSON: one UPDATE of the record's column plus a DELETE of the hold row "
+    "lets `erase` destroy a held run",
+)
+def test_a_hold_hidden_by_an_edited_column_of_its_record_still_blocks_erasure(
+    tmp_path: Path, column: str
+) -> None:
+    path = tmp_path / "ledger.db"
+    _held_ledger(path)
+    with sqlite3.connect(path) as conn:
+        value = {"tool": "x", "kind": "request", "run_id": "zz"}[column]
+        conn.execute(
+            f"UPDATE events SET {column} = ? WHERE tool = 'ledger.hold.add' AND kind = 'action'",
+            (value,),
+        )
+        conn.execute("DELETE FROM legal_holds")
+    with SQLiteSink(path) as sink:
+        with pytest.raises(LedgerError):
+            Retention(sink).erase(Selection.of_run("r0"), reason="probe", by="attacker")
+        assert all(e.erased is None for e in sink.events(run_id="r0"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tables_changed stops at the empty policy table (read as a copy from JSONL) "
+    "and never checks the holds: DELETE of the policy and hold rows leaves the report "
+    "compliant, showing no policy and no hold",
+)
+def test_report_flags_policy_and_hold_rows_deleted_by_sql(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    _held_ledger(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM retention_policy")
+        conn.execute("DELETE FROM legal_holds")
+    with SQLiteSink(path) as sink:
+        report = build_report(sink)
+    assert report.retention is not None
+    assert report.retention.tables_changed
+    assert not report.compliant
