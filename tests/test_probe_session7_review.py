@@ -75,3 +75,29 @@ def test_report_flags_policy_and_hold_rows_deleted_by_sql(tmp_path: Path) -> Non
     assert report.retention is not None
     assert report.retention.tables_changed
     assert not report.compliant
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the policy records are found by their tool column: an UPDATE of the last "
+    "record's tool and a DELETE of its table row put the lower floor of the version "
+    "before it back in force, and `erase` reaches a run the floor protects",
+)
+def test_a_raised_floor_hidden_by_an_edited_tool_column_still_protects(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        young = datetime.now(UTC) - timedelta(days=10)
+        sink.record_many([Event(kind="request", run_id="young", args='"x"', time=young)])
+        retention = Retention(sink)
+        retention.set_policy(keep="30d", floor="1d", reason="first", by="dpo")
+        last = retention.set_policy(keep="3650d", floor="3650d", reason="raise", by="dpo")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE events SET tool = 'x' WHERE event_id = ? AND kind = 'action'",
+            (last.record_id,),
+        )
+        conn.execute("DELETE FROM retention_policy WHERE version = ?", (last.version,))
+    with SQLiteSink(path) as sink:
+        with pytest.raises(LedgerError):
+            Retention(sink).erase(Selection.of_run("young"), reason="probe", by="attacker")
+        assert all(e.erased is None for e in sink.events(run_id="young"))
