@@ -152,3 +152,38 @@ def test_gate_refuses_a_reserved_run_id_before_the_run_starts(tmp_path: Path) ->
         gate = Gate(sink, policy=AllowAll())
         with pytest.raises(ValidationError, match="reserved"):
             gate.run("tidy up", run_id="ledger-retention-mine")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a reader without the payload key now looks up every run's key row (one "
+    "query per run) to tell a shredded run, where it used to read none: reading a "
+    "shredded ledger of many runs without the key got several times slower",
+)
+def test_reading_a_shredded_ledger_without_the_key_does_not_query_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+    from ledger.sinks.shred import ENV_KEY
+
+    key = tmp_path / "payload.key"
+    assert CliRunner().invoke(cli, ["payload-key", "--out", str(key)]).exit_code == 0
+    path = tmp_path / "ledger.db"
+    monkeypatch.setenv(ENV_KEY, str(key))
+    with SQLiteSink(path) as sink:
+        sink.record_many([Event(kind="request", run_id=f"r{i}", args='"x"') for i in range(300)])
+    monkeypatch.delenv(ENV_KEY)
+    with SQLiteSink(path) as reader:
+        statements: list[str] = []
+
+        def seen(_c: object, _cur: object, statement: str, *_a: object) -> None:
+            statements.append(statement)
+
+        sa.event.listen(reader._engine, "before_cursor_execute", seen)
+        events = list(reader.events())
+        sa.event.remove(reader._engine, "before_cursor_execute", seen)
+    assert len(events) == 300
+    assert len(statements) < 30, f"{len(statements)} statements to read 300 events"
