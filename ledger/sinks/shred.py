@@ -465,6 +465,11 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     if wrapper is None and os.environ.get(ENV_KEY, "").strip():
         wrapper = FileKeyWrapper(os.environ[ENV_KEY].strip())
     sink._payloads = None
+    if wrapper is None and not writer:
+        # a reader without the key shows envelopes as stored, and a shredded run's as
+        # erased: the run keys' table is read at the first envelope (opening reads nothing)
+        sink._decode = _KeylessDecode(sink)
+        return
     t = ShredTables(getattr(sink, "schema", None))
     reading: AbstractContextManager[sa.Connection] = sink._reading()
     with reading as conn:
@@ -500,6 +505,29 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     payloads = Payloads(sink, wrapper, origin=sink.origin, key_id=key_id)
     sink._payloads = payloads
     sink._decode = payloads.decode_row
+
+
+class _KeylessDecode:
+    """The reader's hook (``sink._decode``) of a sink opened without the operator's key:
+    a row with no envelope decodes as any row; one with envelopes goes to a keyless
+    :class:`Payloads` (made at the first), which leaves them as stored or, for a run
+    whose key was destroyed, erases them."""
+
+    __slots__ = ("_payloads", "_sink")
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+        self._payloads: Payloads | None = None
+
+    def __call__(self, row: Any) -> Event:
+        from ledger.sinks.rows import parse_row
+
+        event = parse_row(row)
+        if not any(is_envelope(getattr(event, n)) for n in FIELDS):
+            return event
+        if self._payloads is None:
+            self._payloads = Payloads(self._sink, None, origin=self._sink.origin, key_id="")
+        return self._payloads.decode_row(row)
 
 
 def shredding(sink: Any) -> bool:

