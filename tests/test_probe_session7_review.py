@@ -1,5 +1,5 @@
 """Session 7 review probes: retention records found by their index columns, and the
-report's check of the retention tables against the log (xfail while they fail)."""
+report's check of the retention tables against the log (each fixed since)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,6 @@ def _held_ledger(path: Path) -> str:
 
 
 @pytest.mark.parametrize("column", ["tool", "kind", "run_id"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="the hold records are found by their tool/kind/run_id columns, not their "
-    "committed JSON: one UPDATE of the record's column plus a DELETE of the hold row "
-    "lets `erase` destroy a held run",
-)
 def test_a_hold_hidden_by_an_edited_column_of_its_record_still_blocks_erasure(
     tmp_path: Path, column: str
 ) -> None:
@@ -58,12 +52,6 @@ def test_a_hold_hidden_by_an_edited_column_of_its_record_still_blocks_erasure(
         assert all(e.erased is None for e in sink.events(run_id="r0"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tables_changed stops at the empty policy table (read as a copy from JSONL) "
-    "and never checks the holds: DELETE of the policy and hold rows leaves the report "
-    "compliant, showing no policy and no hold",
-)
 def test_report_flags_policy_and_hold_rows_deleted_by_sql(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     _held_ledger(path)
@@ -77,12 +65,6 @@ def test_report_flags_policy_and_hold_rows_deleted_by_sql(tmp_path: Path) -> Non
     assert not report.compliant
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the policy records are found by their tool column: an UPDATE of the last "
-    "record's tool and a DELETE of its table row put the lower floor of the version "
-    "before it back in force, and `erase` reaches a run the floor protects",
-)
 def test_a_raised_floor_hidden_by_an_edited_tool_column_still_protects(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     with SQLiteSink(path) as sink:
@@ -103,12 +85,6 @@ def test_a_raised_floor_hidden_by_an_edited_tool_column_still_protects(tmp_path:
         assert all(e.erased is None for e in sink.events(run_id="young"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the database report's run list and records-held span are read after the "
-    "aggregates, without the max seq bound: a run committed during the report is listed "
-    "though its events are not counted",
-)
 def test_database_report_lists_only_the_runs_it_counted(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     with SQLiteSink(path) as sink:
@@ -137,13 +113,6 @@ def test_database_report_lists_only_the_runs_it_counted(tmp_path: Path) -> None:
     assert "late-run" not in {r.run_id for r in report.runs}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the gate checks a given run id against what the sink can store before the "
-    "run starts, but not against the reserved retention prefix: the run is entered, "
-    "every write fails (five log lines), the first call is denied and no attempt is "
-    "recorded",
-)
 def test_gate_refuses_a_reserved_run_id_before_the_run_starts(tmp_path: Path) -> None:
     from ledger.errors import ValidationError
     from ledger.gate import AllowAll, Gate
@@ -154,12 +123,6 @@ def test_gate_refuses_a_reserved_run_id_before_the_run_starts(tmp_path: Path) ->
             gate.run("tidy up", run_id="ledger-retention-mine")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reader without the payload key now looks up every run's key row (one "
-    "query per run) to tell a shredded run, where it used to read none: reading a "
-    "shredded ledger of many runs without the key got several times slower",
-)
 def test_reading_a_shredded_ledger_without_the_key_does_not_query_per_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,6 +45,7 @@ from ledger.gate.recorder import Recorder, in_thread
 from ledger.gate.redact import no_redaction
 from ledger.gate.values import bounded
 from ledger.ids import new_event_id
+from ledger.model.erasure import ADMIN_RUN_PREFIX
 from ledger.model.event import Event
 from ledger.model.values import Actor, Kind, Ref, RefSource
 
@@ -151,6 +152,12 @@ class Run(CallSteps):
         sink can hold it: no tool of it may run unrecorded."""
         recorded = run_id or str(new_event_id())
         refused = []
+        if isinstance(run_id, str) and run_id.startswith(ADMIN_RUN_PREFIX):  # unstorable
+            raise ValidationError(
+                f"gate.run: run_id {run_id!r}: the prefix {ADMIN_RUN_PREFIX!r} is reserved "
+                "for the ledger's own retention records; give another run id (the run is "
+                "refused before it starts: no record, no action)"
+            )
         if run_id:
             name = self.recorder.name(run_id, "run id")
             recorded = unique_name(name, self.recorder.limits)

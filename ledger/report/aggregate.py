@@ -484,12 +484,13 @@ def _timeline(
     return buckets_of(placed, actions, denials)
 
 
-def _held(reader: SQLReader) -> tuple[datetime | None, datetime | None]:
-    """The oldest and newest event time in the whole store."""
+def _held(reader: SQLReader, upto: Any) -> tuple[datetime | None, datetime | None]:
+    """The oldest and newest event time in the whole store (of the rows ``upto``, the
+    report's bound on ``seq``)."""
     t = reader._table
     with reader._reading() as conn:
         low, high = conn.execute(
-            sa.select(sa.func.min(t.c.time_us), sa.func.max(t.c.time_us))
+            sa.select(sa.func.min(t.c.time_us), sa.func.max(t.c.time_us)).where(upto)
         ).one()
     return (
         None if low is None else from_micros(low),
@@ -504,12 +505,12 @@ def _window_micros(since: datetime | None, until: datetime | None) -> tuple[int 
     )
 
 
-def _listed_runs(
-    reader: SQLReader, since: datetime | None, until: datetime | None, outside: int
-) -> tuple[RunSummary, ...]:
-    """The first :data:`MAX_LISTED` runs of the window, oldest first (``outside``: how
-    many of the window's "runs" are calls outside any run, left out)."""
-    listed = reader.runs(since=since, until=until, limit=MAX_LISTED + outside)
+def _listed_runs(reader: SQLReader, where: list[Any], outside: int) -> tuple[RunSummary, ...]:
+    """The first :data:`MAX_LISTED` runs of the window (``where``: its bounds and the
+    report's bound on ``seq``), oldest first, as ``reader.runs`` gives them
+    (``outside``: how many of the window's "runs" are calls outside any run, left
+    out)."""
+    listed = reader._summaries(reader._runs_query(where, MAX_LISTED + outside, False))
     return tuple(r for r in listed if not outside_any_run(r.run_id))[:MAX_LISTED]
 
 
@@ -545,7 +546,8 @@ def report_in_database(
     with reader._reading() as conn:  # the report is of the rows committed by now
         cap = conn.execute(sa.select(sa.func.max(t.c.seq))).scalar()
     # every aggregate below reads the same rows, however many are committed meanwhile
-    where = [*_window(t, since, until), t.c.seq <= (cap if cap is not None else -1)]
+    upto = t.c.seq <= (cap if cap is not None else -1)
+    where = [*_window(t, since, until), upto]
     window = _window_micros(since, until)
     per_tool = _per_tool(reader, where)
     with reader._reading() as conn:
@@ -590,8 +592,8 @@ def report_in_database(
         if allowed or denied:
             stats = tally.tool(tool)
             stats.actions, stats.denials = allowed, denied
-    runs = _listed_runs(reader, since, until, 0 if work is None else work.ends.outside)
-    oldest, newest = _held(reader)
+    runs = _listed_runs(reader, where, 0 if work is None else work.ends.outside)
+    oldest, newest = _held(reader, upto)
     first_t = None if work is None or work.first is None else from_micros(work.first)
     last_t = None if work is None or work.last is None else from_micros(work.last)
     hashes = HashTally() if work is None else work.hashes

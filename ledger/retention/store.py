@@ -369,43 +369,68 @@ class Retention:
 
     def _logged(self, conn: sa.Connection, tools: Sequence[str]) -> list[tuple[str, str, Any]]:
         """(event id, tool, args) of the retention records of ``tools`` in the log, in
-        log order: the proof the retention tables are an index of."""
-        key = tuple(tools)
-        query = self._logged_queries.get(key)
+        log order: the proof the retention tables are an index of.
+
+        Every row of every retention run is read (by the ``run_id`` index: a handful
+        per change) and checked: its bytes are the leaf the log committed, its
+        ``run_id``, ``kind`` and ``tool`` columns are what its JSON says, and each run
+        holds its one record (an ``action`` of a retention tool). A record hidden by an
+        edited column (so that a hold or a raised floor would not be found) is refused
+        as tampering; one whose every row's run column was rewritten is beyond what the
+        columns can show, and ``ledger verify``, which reads every row, reports the
+        erasures it let through."""
+        query = self._logged_queries.get(())
         if query is None:  # built once: constructing it costs more than running it
             t = self._events
-            # no "kind = 'action'" in the WHERE: SQLite would then pick the kind index
-            # and walk every action of the ledger; the tool index finds the few rows
+            low, high = ADMIN_RUN_PREFIX, ADMIN_RUN_PREFIX[:-1] + chr(ord(ADMIN_RUN_PREFIX[-1]) + 1)
             query = (
                 sa.select(
                     t.c.event_id,
+                    t.c.run_id,
+                    t.c.kind,
                     t.c.tool,
                     t.c.event_json,
                     sa.func.substr(t.c.nodes, 1, 32),
-                    t.c.kind,
                 )
-                .where(
-                    t.c.tool.in_(list(key)),
-                    sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX,
-                )
+                .where(t.c.run_id >= low, t.c.run_id < high)
                 .order_by(t.c.seq)
             )
-            self._logged_queries[key] = query
-        rows = conn.execute(query).all()
+            self._logged_queries[()] = query
+        wanted = set(tools)
+        records: dict[str, int] = {}
         out = []
-        for event_id, tool, text, leaf, kind in rows:
-            if kind != "action":  # the record's tool_result carries the same tool
-                continue
-            if leaf is None or leaf_hash(str(text).encode("utf-8")) != bytes(leaf):
+        for event_id, run_id, kind, tool, text, leaf in conn.execute(query):
+            data = str(text).encode("utf-8")
+            if leaf is None or leaf_hash(data) != bytes(leaf):
                 raise _tampered(
-                    f"retention record {event_id}: its stored bytes no longer match the leaf "
-                    "the log committed"
+                    f"retention record row {event_id}: its stored bytes no longer match the "
+                    "leaf the log committed"
                 )
             try:
-                args = orjson.loads(text).get("args")
-            except (orjson.JSONDecodeError, AttributeError):
-                args = None
-            out.append((str(event_id), str(tool), args))
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                obj = None
+            if type(obj) is not dict or (
+                obj.get("run_id"),
+                obj.get("kind"),
+                obj.get("tool", ""),
+            ) != (run_id, kind, tool):
+                raise _tampered(
+                    f"retention record row {event_id}: its run_id, kind or tool column is not "
+                    "what its committed JSON says"
+                )
+            if kind != "action":  # the record's tool_result carries the same tool
+                records.setdefault(str(run_id), 0)
+                continue
+            records[str(run_id)] = records.get(str(run_id), 0) + 1
+            if tool in wanted:
+                out.append((str(event_id), str(tool), obj.get("args")))
+        hollow = [run for run, n in records.items() if n != 1]
+        if hollow:
+            raise _tampered(
+                f"retention run {hollow[0]} does not hold exactly one record action (a row's "
+                "run_id column was changed)"
+            )
         return out
 
     def _trusted_policy(self, conn: sa.Connection) -> PolicyState | None:
@@ -476,15 +501,15 @@ class Retention:
         policy or hold changed by SQL: what :class:`TablesChanged` refuses erasures
         for), or "" when they agree. What the compliance report checks before it shows
         the tables."""
+        found = []
         with self._reading() as conn:
-            try:
-                self._trusted_policy(conn)
-                self._trusted_holds(conn)
-            except TablesChanged as exc:
-                return str(exc).removesuffix("; nothing was changed")
-            except RetentionError:  # no tables to carry (a copy from JSONL): not a change
-                return ""
-        return ""
+            for check in (self._trusted_policy, self._trusted_holds):
+                try:
+                    check(conn)
+                except RetentionError as exc:  # a table changed, or emptied (or a copy
+                    # from JSONL, which carries no tables: what it shows is not the log's)
+                    found.append(str(exc).removesuffix("; nothing was changed"))
+        return "; ".join(found)
 
     def _trusted_holds(self, conn: sa.Connection) -> list[Hold]:
         """The standing holds, checked against the hold records in the log: a hold the

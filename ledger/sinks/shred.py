@@ -218,14 +218,7 @@ class _Destroyed:
         self.record_id, self.reason = record_id, reason
 
 
-class _Standing:
-    """A run key that stands, read by a sink without the operator's key (not unwrapped)."""
-
-    __slots__ = ()
-
-
-_STANDING = _Standing()
-_RunKey = AESGCM | _Destroyed | _Standing | None  # None: no key stored for the run
+_RunKey = AESGCM | _Destroyed | None  # None: no key stored for the run
 
 
 class Payloads:
@@ -328,15 +321,8 @@ class Payloads:
 
         event = parse_row(row)
         sealed = [n for n in FIELDS if is_envelope(getattr(event, n))]
-        if not sealed:
+        if not sealed or self._wrapper is None:
             return event
-        if self._wrapper is None:  # no key: envelopes as stored, a shredded run erased
-            status = self._cached(event.run_id, fresh=False)
-            return (
-                _shredded(event, sealed, status, row[-1])
-                if isinstance(status, _Destroyed)
-                else event
-            )
         key = self._cached(event.run_id, fresh=False)
         if key is None:
             raise CorruptRecord(
@@ -348,7 +334,6 @@ class Payloads:
             )
         if isinstance(key, _Destroyed):
             return _shredded(event, sealed, key, row[-1])
-        assert isinstance(key, AESGCM)  # _Standing only without the operator's key
         changes: dict[str, str] = {}
         for name in sealed:
             changes[name] = self._decrypt(key, event, name, getattr(event, name), row[0])
@@ -395,8 +380,7 @@ class Payloads:
             return None
         if row.destroyed_us is not None or row.wrapped is None:
             return _Destroyed(str(row.record_id or ""), str(row.reason or "erased"))
-        if self._wrapper is None:  # a reader without the key: the key stands, unread
-            return _STANDING
+        assert self._wrapper is not None
         return AESGCM(self._wrapper.unwrap(bytes(row.wrapped), self._context(run_id)))
 
     # --- erasure ----------------------------------------------------------------------
@@ -509,25 +493,45 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
 
 class _KeylessDecode:
     """The reader's hook (``sink._decode``) of a sink opened without the operator's key:
-    a row with no envelope decodes as any row; one with envelopes goes to a keyless
-    :class:`Payloads` (made at the first), which leaves them as stored or, for a run
-    whose key was destroyed, erases them."""
+    envelopes are left as stored, but a run whose key was destroyed has them erased.
+    The destroyed keys (few: one per shredded run) are read in one query at the first
+    envelope and again once :data:`_CACHE_SECONDS` have passed, never once per run."""
 
-    __slots__ = ("_payloads", "_sink")
+    __slots__ = ("_at", "_gone", "_sink", "_t")
 
     def __init__(self, sink: Any) -> None:
         self._sink = sink
-        self._payloads: Payloads | None = None
+        self._t = ShredTables(getattr(sink, "schema", None))
+        self._gone: dict[str, _Destroyed] = {}
+        self._at: float | None = None
 
     def __call__(self, row: Any) -> Event:
         from ledger.sinks.rows import parse_row
 
         event = parse_row(row)
-        if not any(is_envelope(getattr(event, n)) for n in FIELDS):
+        sealed = [n for n in FIELDS if is_envelope(getattr(event, n))]
+        if not sealed:
             return event
-        if self._payloads is None:
-            self._payloads = Payloads(self._sink, None, origin=self._sink.origin, key_id="")
-        return self._payloads.decode_row(row)
+        gone = self._destroyed().get(event.run_id)
+        return event if gone is None else _shredded(event, sealed, gone, row[-1])
+
+    def _destroyed(self) -> dict[str, _Destroyed]:
+        now = time.monotonic()
+        if self._at is None or now - self._at >= _CACHE_SECONDS:
+            k = self._t.keys
+            reading: AbstractContextManager[sa.Connection] = self._sink._reading()
+            with reading as conn:
+                rows = conn.execute(
+                    sa.select(k.c.run_id, k.c.record_id, k.c.reason).where(
+                        sa.or_(k.c.destroyed_us.is_not(None), k.c.wrapped.is_(None))
+                    )
+                ).all()
+            self._gone = {
+                str(r.run_id): _Destroyed(str(r.record_id or ""), str(r.reason or "erased"))
+                for r in rows
+            }
+            self._at = now
+        return self._gone
 
 
 def shredding(sink: Any) -> bool:
