@@ -106,7 +106,11 @@ def copy_ledger(
             f"the copy at {dst.shown} does not match {src.shown}: it holds other events "
             "than were read; do not use it"
         )
-    _verify_log(destination)
+    try:
+        _verify_log(destination, src.shown)
+    except StorageError as exc:
+        _abandon(destination, created, exc)
+        raise
     log.info(
         "copied %d events (and %d retention rows) from %s to %s",
         copied,
@@ -256,7 +260,7 @@ def _carry_tables(reader: Reader, sink: Sink) -> int:
     return carried
 
 
-def _verify_log(destination: str) -> None:
+def _verify_log(destination: str, source: str) -> None:
     """The copy's own tamper-evident log (a SQL destination keeps one) verifies: a copy
     is called verified only when ``ledger verify`` would say so too."""
     from ledger.integrity.verify import verify_stored  # cryptography: only when copying
@@ -266,8 +270,9 @@ def _verify_log(destination: str) -> None:
     if result is not None and not result.ok:
         raise StorageError(
             f"the copy at {parse_url(destination).shown} holds the same events, but its "
-            f"tamper-evident log does not verify ({result.errors[0].message}); do not use "
-            "it, and report this as a bug"
+            f"tamper-evident log does not verify ({result.errors[0].message}): the source "
+            f"holds events the ledger would not have written (check it with `ledger verify --db "
+            f"{source}`), or this is a bug to report; do not use the copy"
         )
 
 
