@@ -55,10 +55,9 @@ def edit(path: Path, sql: str, *args: object) -> None:
         conn.close()
 
 
-@pytest.fixture
-def two_runs(tmp_path: Path) -> Iterator[tuple[Path, list[Event]]]:
-    """r1: an approved write and its result (the run's last row); r2 after it."""
-    events = [
+def approved_write(reason: str = "") -> list[Event]:
+    """Run r1: a request, an approved write citing a ref, and its result."""
+    return [
         Event(kind="request", run_id="r1", time=at(0), args='"go"'),
         Event(
             kind="action",
@@ -68,11 +67,20 @@ def two_runs(tmp_path: Path) -> Iterator[tuple[Path, list[Event]]]:
             verdict="allowed",
             args={},
             refs=REF,
+            reason=reason,
             time=at(1),
         ),
         Event(
             kind="tool_result", run_id="r1", call_id="w", tool="write", result='"ok"', time=at(2)
         ),
+    ]
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Iterator[tuple[Path, list[Event]]]:
+    """r1: an approved write and its result (the run's last row); r2 after it."""
+    events = [
+        *approved_write(),
         Event(kind="request", run_id="r2", time=at(3), args='"go"'),
         Event(kind="run_end", run_id="r2", time=at(4)),
     ]
@@ -101,24 +109,7 @@ def test_an_edited_run_column_does_not_invent_violations(
 
 
 def test_an_erased_run_is_listed_alike_by_both_builds(tmp_path: Path) -> None:
-    events = [
-        Event(kind="request", run_id="r1", time=at(0), args='"go"'),
-        Event(
-            kind="action",
-            run_id="r1",
-            call_id="w",
-            tool="write",
-            verdict="allowed",
-            args={},
-            refs=REF,
-            reason="asked",
-            time=at(1),
-        ),
-        Event(
-            kind="tool_result", run_id="r1", call_id="w", tool="write", result='"ok"', time=at(2)
-        ),
-        Event(kind="run_end", run_id="r1", time=at(3)),
-    ]
+    events = [*approved_write(reason="asked"), Event(kind="run_end", run_id="r1", time=at(3))]
     with SQLiteSink(tmp_path / "ledger.db") as sink:
         sink.record_many(events)
         retention = Retention(sink)
