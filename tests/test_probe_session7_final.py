@@ -24,11 +24,6 @@ def _ledger(path: Path) -> None:
         sink.record_many([Event(kind="request", run_id="r0", args='"x"', time=OLD)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_require_ledger builds sqlite:///PATH unescaped: a '?' in the file name cuts "
-    "the path, an empty stray file is created and the ledger is refused as 'no ledger'",
-)
 def test_retention_set_on_a_ledger_whose_file_name_holds_a_question_mark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -47,11 +42,6 @@ def test_retention_set_on_a_ledger_whose_file_name_holds_a_question_mark(
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run of the reserved prefix carried by `ledger db copy` from a JSONL file "
-    "(as older writers allowed) makes every retention change fail as tampering, for good",
-)
 def test_a_copied_reserved_prefix_run_does_not_lock_retention(tmp_path: Path) -> None:
     from ledger.sinks.copy import copy_ledger
 
@@ -74,12 +64,6 @@ def test_a_copied_reserved_prefix_run_does_not_lock_retention(tmp_path: Path) ->
         assert retention.tables_changed() == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_logged finds retention runs by run_id >= 'ledger-retention-' AND < "
-    "'ledger-retention.': under a collation that ignores punctuation (glibc en_US, ICU "
-    "alternate=shifted) no record is found and the tables are called tampered",
-)
 def test_retention_records_are_found_under_a_punctuation_ignoring_collation(
     pg_dsn: str,
 ) -> None:

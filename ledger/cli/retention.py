@@ -82,7 +82,11 @@ def _require_ledger(parsed: Any) -> None:
 
     from ledger.sinks.schema import SchemaState, require_readable, schema_state
 
-    dsn = f"sqlite:///{parsed.path}" if parsed.scheme == "sqlite" else parsed.dsn
+    dsn = (  # the file's name as it is ("?" or "%41" in it are not URL syntax)
+        sa.engine.URL.create("sqlite", database=str(parsed.path))
+        if parsed.scheme == "sqlite"
+        else parsed.dsn
+    )
     engine = sa.create_engine(dsn, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
@@ -285,11 +289,11 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
 
 
 def _line(text: str) -> str:
-    """``text`` on one line: a line break or other control character shown escaped, so
-    a reason cannot forge a line of the listing."""
-    if not any(ord(c) < 32 or ord(c) == 127 for c in text):
+    """``text`` on one line: a line break, a line separator or any other character that
+    does not print shown escaped, so a reason cannot forge a line of the listing."""
+    if text.isprintable():
         return text
-    return "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # --- ledger erase ----------------------------------------------------------------------

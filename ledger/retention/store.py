@@ -371,35 +371,31 @@ class Retention:
         """(event id, tool, args) of the retention records of ``tools`` in the log, in
         log order: the proof the retention tables are an index of.
 
-        Every row of every retention run is read (by the ``run_id`` index: a handful
-        per change) and checked: its bytes are the leaf the log committed, its
-        ``run_id``, ``kind`` and ``tool`` columns are what its JSON says, and each run
-        holds its one record (an ``action`` of a retention tool). A record hidden by an
-        edited column (so that a hold or a raised floor would not be found) is refused
-        as tampering; one whose every row's run column was rewritten is beyond what the
-        columns can show, and ``ledger verify``, which reads every row, reports the
-        erasures it let through."""
-        query = self._logged_queries.get(())
-        if query is None:  # built once: constructing it costs more than running it
-            t = self._events
-            low, high = ADMIN_RUN_PREFIX, ADMIN_RUN_PREFIX[:-1] + chr(ord(ADMIN_RUN_PREFIX[-1]) + 1)
-            query = (
-                sa.select(
-                    t.c.event_id,
-                    t.c.run_id,
-                    t.c.kind,
-                    t.c.tool,
-                    t.c.event_json,
-                    sa.func.substr(t.c.nodes, 1, 32),
-                )
-                .where(t.c.run_id >= low, t.c.run_id < high)
-                .order_by(t.c.seq)
-            )
-            self._logged_queries[()] = query
+        The rows of the retention runs are read twice over: by the ``run_id`` index (the
+        range of the reserved prefix) and by the ``tool`` index (the records' tools),
+        the prefix checked exactly by ``substr`` in both, so a collation that orders
+        punctuation its own way loses nothing; a run found only by its record is read
+        whole by its id. Every row is checked: its bytes are the leaf the log committed,
+        its ``run_id``, ``kind`` and ``tool`` columns are what its JSON says, and a run
+        that carries a retention tool holds exactly one record (an ``action`` of it). A
+        record hidden by an edited column (so that a hold or a raised floor would not be
+        found) is refused as tampering; one whose every row's run column was rewritten
+        is beyond what the columns can show, and ``ledger verify``, which reads every
+        row, reports the erasures it let through. A run of the reserved prefix that
+        carries no retention tool (written before writers were refused the prefix, or
+        copied from such a ledger) is no record and is left alone."""
+        by_run, by_tool, of_runs = self._logged_sql()
+        rows = {r[0]: r for r in conn.execute(by_run)}
+        found = {str(r[2]) for r in rows.values()}
+        missed = sorted({str(r[2]) for r in conn.execute(by_tool)} - found)
+        for start in range(0, len(missed), 500):  # a collation that broke the range
+            for r in conn.execute(of_runs, {"runs": missed[start : start + 500]}):
+                rows[r[0]] = r
         wanted = set(tools)
-        records: dict[str, int] = {}
-        out = []
-        for event_id, run_id, kind, tool, text, leaf in conn.execute(query):
+        actions: dict[str, int] = {}
+        marked: set[str] = set()
+        out: list[tuple[int, str, str, Any]] = []
+        for seq, event_id, run_id, kind, tool, text, leaf in rows.values():
             data = str(text).encode("utf-8")
             if leaf is None or leaf_hash(data) != bytes(leaf):
                 raise _tampered(
@@ -419,19 +415,51 @@ class Retention:
                     f"retention record row {event_id}: its run_id, kind or tool column is not "
                     "what its committed JSON says"
                 )
-            if kind != "action":  # the record's tool_result carries the same tool
-                records.setdefault(str(run_id), 0)
+            if tool not in RECORD_TOOLS:
                 continue
-            records[str(run_id)] = records.get(str(run_id), 0) + 1
+            marked.add(str(run_id))
+            if kind != "action":  # the record's tool_result carries the same tool
+                continue
+            actions[str(run_id)] = actions.get(str(run_id), 0) + 1
             if tool in wanted:
-                out.append((str(event_id), str(tool), obj.get("args")))
-        hollow = [run for run, n in records.items() if n != 1]
+                out.append((int(seq), str(event_id), str(tool), obj.get("args")))
+        hollow = sorted(run for run in marked if actions.get(run, 0) != 1)
         if hollow:
             raise _tampered(
                 f"retention run {hollow[0]} does not hold exactly one record action (a row's "
                 "run_id column was changed)"
             )
-        return out
+        return [(event_id, tool, args) for _, event_id, tool, args in sorted(out)]
+
+    def _logged_sql(self) -> tuple[Any, Any, Any]:
+        """The three queries of :meth:`_logged`, built once (building costs more than
+        running them)."""
+        found = self._logged_queries.get(())
+        if found is None:
+            t = self._events
+            columns = (
+                t.c.seq,
+                t.c.event_id,
+                t.c.run_id,
+                t.c.kind,
+                t.c.tool,
+                t.c.event_json,
+                sa.func.substr(t.c.nodes, 1, 32),
+            )
+            prefix = sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX
+            low = ADMIN_RUN_PREFIX
+            high = ADMIN_RUN_PREFIX[:-1] + chr(ord(ADMIN_RUN_PREFIX[-1]) + 1)
+            by_run = sa.select(*columns).where(t.c.run_id >= low, t.c.run_id < high, prefix)
+            # no "kind = 'action'" here: SQLite would pick the kind index and walk every
+            # action of the ledger; the tool index finds the few rows
+            by_tool = sa.select(t.c.seq, t.c.event_id, t.c.run_id).where(
+                t.c.tool.in_(sorted(RECORD_TOOLS)), prefix
+            )
+            of_runs = sa.select(*columns).where(
+                t.c.run_id.in_(sa.bindparam("runs", expanding=True))
+            )
+            found = self._logged_queries[()] = (by_run, by_tool, of_runs)
+        return found
 
     def _trusted_policy(self, conn: sa.Connection) -> PolicyState | None:
         """The policy in force, checked against the policy records in the log: every
@@ -1375,6 +1403,10 @@ def _hold_scope(hold: Hold) -> dict[str, Any]:
         "since": None if hold.since is None else format_time(hold.since),
         "until": None if hold.until is None else format_time(hold.until),
     }
+
+
+RECORD_TOOLS = frozenset((ERASE_TOOL, POLICY_TOOL, HOLD_ADD_TOOL, HOLD_RELEASE_TOOL))
+"""The tools of the retention records the ledger appends to its own log."""
 
 
 class TablesChanged(RetentionError):
