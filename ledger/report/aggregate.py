@@ -53,10 +53,10 @@ from ledger.report.logcheck import LeafRange, LogScope, start_range, window_log_
 from ledger.report.model import TimeBucket
 from ledger.report.timeline import buckets_of, layout
 from ledger.sinks.base import Reader, RunSummary
-from ledger.sinks.rows import FILTER_COLUMNS, from_micros, parse_row, to_micros
+from ledger.sinks.rows import FILTER_COLUMNS, from_micros, parse_row, stated_micros, to_micros
 from ledger.sinks.sql import SQLReader
 from ledger.sinks.url import shown_url
-from ledger.timefmt import parse_time, utc_now
+from ledger.timefmt import utc_now
 
 __all__ = ["PAGE", "in_database", "report_in_database", "stream_rows"]
 
@@ -295,9 +295,9 @@ class _Pass:
         chosen by the column in both builds, leave it out)."""
         try:
             when = orjson.loads(row[_TEXT]).get("time")
-            micros = to_micros(parse_time(when)) if type(when) is str else None
-        except (orjson.JSONDecodeError, AttributeError, ValidationError):
-            micros = None
+        except (orjson.JSONDecodeError, AttributeError):
+            when = None
+        micros = stated_micros(when)
         if micros is not None and low <= micros < high:
             self.hashes.add(
                 row[1], row[2], row[_HASH], None,

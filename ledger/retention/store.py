@@ -60,9 +60,16 @@ from ledger.retention.records import (
 from ledger.retention.rules import Hold, Policy, change_kind, refuse, require_reason
 from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
-from ledger.sinks.rows import COLUMNS, content_hash, event_row, from_micros, to_micros
+from ledger.sinks.rows import (
+    COLUMNS,
+    content_hash,
+    event_row,
+    from_micros,
+    stated_micros,
+    to_micros,
+)
 from ledger.sinks.tree import TreeTables, owned_nodes
-from ledger.timefmt import format_duration, format_time, parse_duration, parse_time, utc_now
+from ledger.timefmt import format_duration, format_time, parse_duration, utc_now
 
 __all__ = [
     "PAGE",
@@ -79,6 +86,10 @@ log = logging.getLogger(__name__)
 
 PAGE = 1000
 _SECOND = timedelta(seconds=1)
+
+
+RECORD_TOOLS = frozenset((ERASE_TOOL, POLICY_TOOL, HOLD_ADD_TOOL, HOLD_RELEASE_TOOL))
+"""The tools of the retention records the ledger appends to its own log."""
 
 
 def _actor(by: object) -> str:
@@ -367,9 +378,16 @@ class Retention:
         row = conn.execute(sa.select(p).order_by(p.c.version.desc()).limit(1)).first()
         return None if row is None else self._policy_state(row)
 
-    def _logged(self, conn: sa.Connection, tools: Sequence[str]) -> list[tuple[str, str, Any]]:
+    def _logged(
+        self,
+        conn: sa.Connection,
+        tools: Sequence[str] = tuple(RECORD_TOOLS),
+        records: list[tuple[str, str, Any]] | None = None,
+    ) -> list[tuple[str, str, Any]]:
         """(event id, tool, args) of the retention records of ``tools`` in the log, in
-        log order: the proof the retention tables are an index of.
+        log order: the proof the retention tables are an index of. ``records``, when
+        given, is every record as this returned it earlier in the same transaction
+        (read once where both the policy and the holds are checked).
 
         The rows of the retention runs are read twice over: by the ``run_id`` index (the
         range of the reserved prefix) and by the ``tool`` index (the records' tools),
@@ -384,6 +402,8 @@ class Retention:
         row, reports the erasures it let through. A run of the reserved prefix that
         carries no retention tool (written before writers were refused the prefix, or
         copied from such a ledger) is no record and is left alone."""
+        if records is not None:
+            return [r for r in records if r[1] in tools]
         by_run, by_tool, of_runs = self._logged_sql()
         rows = {r[0]: r for r in conn.execute(by_run)}
         found = {str(r[2]) for r in rows.values()}
@@ -461,7 +481,9 @@ class Retention:
             found = self._logged_queries[()] = (by_run, by_tool, of_runs)
         return found
 
-    def _trusted_policy(self, conn: sa.Connection) -> PolicyState | None:
+    def _trusted_policy(
+        self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
+    ) -> PolicyState | None:
         """The policy in force, checked against the policy records in the log: every
         change that lowered the floor (or changed the keys) signed by a key of the
         policy before it, and the table's latest version the log's latest record. A
@@ -470,7 +492,7 @@ class Retention:
         state = self._policy(conn)
         previous: Policy | None = None
         last: tuple[str, Any] | None = None
-        for event_id, _tool, record in self._logged(conn, [POLICY_TOOL]):
+        for event_id, _tool, record in self._logged(conn, [POLICY_TOOL], records):
             if not isinstance(record, dict):
                 raise _tampered(f"policy record {event_id} is not a policy change")
             try:
@@ -531,21 +553,28 @@ class Retention:
         the tables."""
         found = []
         with self._reading() as conn:
+            try:
+                logged = self._logged(conn)
+            except RetentionError as exc:  # a record row changed: no table can agree
+                return str(exc).removesuffix("; nothing was changed")
             for check in (self._trusted_policy, self._trusted_holds):
                 try:
-                    check(conn)
+                    check(conn, logged)
                 except RetentionError as exc:  # a table changed, or emptied (or a copy
                     # from JSONL, which carries no tables: what it shows is not the log's)
                     found.append(str(exc).removesuffix("; nothing was changed"))
         return "; ".join(found)
 
-    def _trusted_holds(self, conn: sa.Connection) -> list[Hold]:
+    def _trusted_holds(
+        self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
+    ) -> list[Hold]:
         """The standing holds, checked against the hold records in the log: a hold the
         log placed and did not release must stand in the table, with the scope the log
         gave it (a hold released, deleted or narrowed by SQL is refused)."""
         holds = self._holds(conn, released=False)
         logged: dict[str, Any] = {}
-        for event_id, tool, record in self._logged(conn, [HOLD_ADD_TOOL, HOLD_RELEASE_TOOL]):
+        holding = [HOLD_ADD_TOOL, HOLD_RELEASE_TOOL]
+        for event_id, tool, record in self._logged(conn, holding, records):
             if not isinstance(record, dict) or not isinstance(record.get("hold"), str):
                 raise _tampered(f"hold record {event_id} is malformed")
             if tool == HOLD_ADD_TOOL:
@@ -888,14 +917,15 @@ class Retention:
         record_id = str(run.record_id)
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now())
-            state = self._trusted_policy(conn)
+            logged = self._logged(conn)
+            state = self._trusted_policy(conn, logged)
             if state is None:
                 raise refuse(
                     "no retention policy is set, so nothing may be erased: set one first "
                     "with `ledger retention set --keep 400d --floor 180d`"
                 )
             where = self._where(conn, selection, listing=each is not None)
-            holds = self._trusted_holds(conn)
+            holds = self._trusted_holds(conn, logged)
             if each is not None:  # refuse before anything is listed
                 self._check_floor(conn, where, state, txn.now)
                 self._check_holds(conn, where, holds)
@@ -1268,10 +1298,6 @@ def _fast_page(
     return updates, noted, vouched
 
 
-_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
 def _json_key(data: bytes) -> tuple[str, int | None] | None:
     """``(run id, time in Unix µs)`` the stored event JSON ``data`` states, or None."""
     try:
@@ -1284,19 +1310,8 @@ def _obj_key(obj: Any) -> tuple[str, int | None] | None:
     """``(run id, time in Unix µs)`` of a parsed stored event, or None when unreadable."""
     if type(obj) is not dict:
         return None
-    run, when = obj.get("run_id", ""), obj.get("time")
-    if type(run) is not str or type(when) is not str:
-        return None
-    try:  # the layout the ledger writes, at C speed; anything else as parse_time reads it
-        moment = datetime.fromisoformat(when)
-        if moment.tzinfo is None:
-            raise ValueError(when)
-    except ValueError:
-        try:
-            moment = parse_time(when)
-        except ValidationError:
-            return None
-    return run, (moment - _EPOCH_UTC) // _MICROSECOND
+    run, micros = obj.get("run_id", ""), stated_micros(obj.get("time"))
+    return None if type(run) is not str or micros is None else (run, micros)
 
 
 def _index_changed(
@@ -1403,10 +1418,6 @@ def _hold_scope(hold: Hold) -> dict[str, Any]:
         "since": None if hold.since is None else format_time(hold.since),
         "until": None if hold.until is None else format_time(hold.until),
     }
-
-
-RECORD_TOOLS = frozenset((ERASE_TOOL, POLICY_TOOL, HOLD_ADD_TOOL, HOLD_RELEASE_TOOL))
-"""The tools of the retention records the ledger appends to its own log."""
 
 
 class TablesChanged(RetentionError):

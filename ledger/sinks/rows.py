@@ -178,14 +178,34 @@ def stored_id(text: str | bytes) -> str:
 FILTER_COLUMNS = ("run_id", "call_id", "kind", "tool", "verdict", "time_us", "has_err")
 
 
+def stated_micros(value: object) -> int | None:
+    """The event time a stored JSON's ``time`` member states, as Unix microseconds (what
+    its ``time_us`` column must hold), or None when it is not a time. The layout the
+    ledger writes is read at C speed; any other as :func:`~ledger.timefmt.parse_time`
+    reads it.
+
+    >>> stated_micros("1970-01-01T00:00:01.5Z"), stated_micros("noon")
+    (1500000, None)
+    """
+    if type(value) is not str:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            raise ValueError(value)
+    except ValueError:
+        try:
+            moment = parse_time(value)
+        except ValidationError:
+            return None
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
 def column_disagreements(found: dict[str, Any], obj: dict[str, Any]) -> list[str]:
     """Each :data:`FILTER_COLUMNS` value in ``found`` (a stored row's) that differs from
     what the row's parsed JSON object ``obj`` implies, as ``"kind is 'x' but the JSON
     says 'y'"``; empty when they agree."""
-    try:
-        micros = to_micros(parse_time(obj["time"])) if type(obj.get("time")) is str else None
-    except ValidationError:
-        micros = None
+    micros = stated_micros(obj.get("time"))
     expected = {
         "run_id": obj.get("run_id", ""),
         "call_id": obj.get("call_id", ""),
