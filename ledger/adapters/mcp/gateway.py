@@ -1104,7 +1104,10 @@ class McpGateway:
                 "the port may be in use: choose another one"
             ) from None
         try:
-            app = self.server.streamable_http_app(host=host)
+            app = _RefusedOnceStopped(
+                self.server.streamable_http_app(host=host),
+                lambda: self.signalled or self._stopping,
+            )
             config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
             url = f"http://{host if family == socket.AF_INET else f'[{host}]'}:{port}/mcp"
             if on_listening is not None:
@@ -1180,6 +1183,48 @@ class _StdinLines:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(0, fcntl.F_SETFL, self._flags)
             self._flags = None
+
+
+class _RefusedOnceStopped:
+    """The HTTP app, answering ``503`` to requests that arrive once the gateway stops.
+
+    After SIGTERM the SDK's session manager tears down its task group while uvicorn
+    still reads open connections; a request reaching it then (a client's cancellation
+    notice, its session ``DELETE``) raised "Task group is not initialized" and uvicorn
+    logged a traceback. Such a request now gets a plain ``503``: the gateway is going;
+    one cut off by the stop after its answer began is logged at debug level."""
+
+    def __init__(self, app: Any, stopped: Callable[[], bool]) -> None:
+        self._app = app
+        self._stopped = stopped
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = started or message.get("type") == "http.response.start"
+            await send(message)
+
+        if not self._stopped():
+            try:
+                await self._app(scope, receive, sending)
+                return
+            except Exception:
+                if not self._stopped():
+                    raise
+                # cut off by the stop: not an error of the gateway's
+                log.debug("HTTP request cut off by the gateway's stop", exc_info=True)
+                if started:
+                    return
+        body = b"the gateway is stopping"
+        headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
+        with contextlib.suppress(OSError, RuntimeError):
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
 
 
 class _QuietCancel(logging.Filter):
