@@ -301,10 +301,11 @@ def _head() -> str:
     return str(head_revision())
 
 
-UPGRADABLE_FROM = frozenset({"0004_tree_in_rows"})
+UPGRADABLE_FROM = frozenset({"0004_tree_in_rows", "0005_payload_keys"})
 """Schema revisions from which the migrations to the head leave every row and index as
-a fresh build makes them (0005 only adds the payload-key tables): a cached ledger at one
-of them is upgraded in place instead of rebuilt."""
+a fresh build makes them (0005 only adds the payload-key tables; 0006 adds and fills
+``time_hi_us``, the running maximum of the time, as the generator fills it): a cached
+ledger at one of them is upgraded in place instead of rebuilt."""
 
 
 def _upgradable(found: Any, key: dict[str, Any]) -> bool:
@@ -391,20 +392,30 @@ def _build_sqlite(path: Path, size: int) -> None:
         conn.execute(f"DROP INDEX {name}")
     insert = (
         "INSERT INTO events (event_id, run_id, call_id, kind, tool, verdict, time_us, has_err,"
-        " event_json, content_hash, leaf_index, nodes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+        " event_json, content_hash, leaf_index, time_hi_us, nodes)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
     )
     frontier = Frontier()
     batch: list[tuple[Any, ...]] = []
+    high = [-(1 << 63)]  # the running maximum of the time, across batches
+
+    def numbered(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        # number_rows' time_hi_us covers its batch; the sink's insert raises it to the
+        # stored maximum, here the one carried over from the batches before
+        out = [(*r[:-2], max(r[-2], high[0]), r[-1]) for r in number_rows(frontier, rows)]
+        high[0] = out[-1][-2] if out else high[0]
+        return out
+
     conn.execute("BEGIN")
     for i, event in enumerate(fleet(size)):
         batch.append(event_row(event))
         if len(batch) >= 20_000:
-            conn.executemany(insert, number_rows(frontier, batch))
+            conn.executemany(insert, numbered(batch))
             batch.clear()
             if i % 500_000 < 20_000:
                 conn.execute("COMMIT")
                 conn.execute("BEGIN")
-    conn.executemany(insert, number_rows(frontier, batch))
+    conn.executemany(insert, numbered(batch))
     conn.execute("UPDATE tree_head SET size = ?, root = ? WHERE id = 1",
                  (frontier.size, frontier.root()))  # fmt: skip
     conn.execute("COMMIT")
@@ -453,7 +464,7 @@ def postgres_ledger(dsn: str, size: int, source: Path, rebuild: bool = False) ->
         with conn.transaction():
             columns = (
                 "event_id, run_id, call_id, kind, tool, verdict, time_us, has_err, event_json,"
-                " content_hash, leaf_index, nodes"
+                " content_hash, leaf_index, time_hi_us, nodes"
             )
             with conn.cursor().copy(f"COPY events ({columns}) FROM STDIN") as copy:
                 for row in lite.execute(f"SELECT {columns} FROM events ORDER BY seq"):

@@ -164,7 +164,9 @@ def check_database(url: str) -> DatabaseCheck:
             with engine.connect() as c:
                 yield c
 
-        hashes = check_rows(stored_rows(reading, table))
+        # time_hi_us is checked where the schema has it (revision 0006 and after)
+        current = revision_state(revision, has_events=True) is SchemaState.CURRENT
+        hashes = check_rows(stored_rows(reading, table, high_water=current))
     finally:
         engine.dispose()
     log_check = None

@@ -246,9 +246,15 @@ class HashTally:
 
 def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
     """Verify rows as :func:`iter_stored_rows` gives them."""
+    from ledger.sinks.rows import TimeHighWater
+
     tally = HashTally()
+    high = TimeHighWater()
     for event_id, run_id, text, stored, found in rows:
-        _, computed, problem = verify_row(event_id, text, stored, found)
+        obj, computed, problem = verify_row(event_id, text, stored, found)
+        if "time_hi_us" in found:  # every row, in commit order (stored_rows' high_water)
+            wrong = high.check(found["time_us"], obj, not problem, found["time_hi_us"])
+            problem = problem or wrong
         tally.add(event_id, run_id, stored, computed, problem)
     return tally.result()
 

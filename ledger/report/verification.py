@@ -22,10 +22,12 @@ from ledger.integrity.note import NoteVerifier
 from ledger.integrity.verify import LeafRow, LeafSource, VerifyResult, verify_ledger
 from ledger.report.hashes import HashCheck, HashTally, check_hashes, verify_row
 from ledger.sinks.base import Reader
-from ledger.sinks.rows import FILTER_COLUMNS
+from ledger.sinks.rows import FILTER_COLUMNS, TimeHighWater
 from ledger.sinks.sql import SQLReader
 
 __all__ = ["verify_rows"]
+
+_TIME = 4 + FILTER_COLUMNS.index("time_us")  # in the rows of _CheckedLeaves.leaf_rows
 
 
 class _CheckedLeaves:
@@ -53,16 +55,19 @@ class _CheckedLeaves:
         text = "CAST(event_json AS BLOB)" if sqlite else "event_json"
         name = f'"{t.schema}".events' if t.schema else "events"
         sql = (
-            f"SELECT seq, event_id, leaf_index, {', '.join(FILTER_COLUMNS)}, {text}, "
-            f"content_hash FROM {name} ORDER BY seq"
+            f"SELECT seq, event_id, leaf_index, time_hi_us, {', '.join(FILTER_COLUMNS)}, "
+            f"{text}, content_hash FROM {name} ORDER BY seq"
         )
         tally = self.tally
+        high = TimeHighWater()
         for row in stream_rows(self._reader, sql, ()):
-            seq, event_id, index = row[0], row[1], row[2]
+            seq, event_id, index, stated_high = row[0], row[1], row[2], row[3]
             raw, stored = row[-2], row[-1]
-            _, computed, problem = verify_row(event_id, raw, stored, row[3:-2])
+            obj, computed, problem = verify_row(event_id, raw, stored, row[4:-2])
+            wrong = high.check(row[_TIME], obj, not problem, stated_high)  # every row
+            problem = problem or wrong
             if problem:
-                tally.add(event_id, row[3], stored, computed, problem)
+                tally.add(event_id, row[4], stored, computed, problem)
             else:
                 tally.checked += 1
             data = raw if type(raw) is bytes else str(raw).encode("utf-8")

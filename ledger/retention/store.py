@@ -61,14 +61,13 @@ from ledger.retention.rules import Hold, Policy, change_kind, refuse, require_re
 from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import (
-    COLUMNS,
     content_hash,
     event_row,
     from_micros,
     stated_micros,
     to_micros,
 )
-from ledger.sinks.tree import TreeTables, owned_nodes
+from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
 from ledger.timefmt import format_duration, format_time, parse_duration, utc_now
 
 __all__ = [
@@ -353,11 +352,9 @@ class Retention:
         frontier = self._sink._tree_frontier(conn)
         if conn.dialect.name == "postgresql":  # commit order for tailing readers
             conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": self._sink._key})
-        start = frontier.size
-        rows = [dict(zip(COLUMNS, event_row(e), strict=True)) for e in events]
-        owned = owned_nodes(frontier, (row["event_json"].encode("utf-8") for row in rows))
-        for i, (row, nodes) in enumerate(zip(rows, owned, strict=True)):
-            row["leaf_index"], row["nodes"] = start + i, nodes
+        name = f'"{self._schema}".events' if self._schema else "events"
+        numbered = raise_time_high(conn, name, number_rows(frontier, list(map(event_row, events))))
+        rows = [dict(zip(NUMBERED_COLUMNS, row, strict=True)) for row in numbered]
         conn.execute(self._events.insert(), rows)
         self._sink._tree_moved(conn, frontier)
 

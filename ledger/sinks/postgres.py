@@ -85,6 +85,8 @@ from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
     NODES_COLUMN,
+    TIME_HI_COLUMN,
+    TIME_HI_POSTGRES,
     TreeAppender,
     TreeReading,
     TreeTables,
@@ -578,17 +580,21 @@ def _insert_statement(table: sa.Table) -> str:
     """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS`,
     the leaf index and the nodes."""
     name = f'"{table.schema}".events' if table.schema else "events"
-    values = ", ".join(["%s"] * (len(COLUMNS) + 2))
+    values = ", ".join(
+        ["%s"] * (len(COLUMNS) + 1)
+        + [TIME_HI_POSTGRES.format(value="%s::bigint", events=name), "%s"]
+    )
     return (
         "WITH ledger_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s)) "
-        f"INSERT INTO {name} ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {NODES_COLUMN}) "
-        f"SELECT {values} FROM ledger_lock"
+        f"INSERT INTO {name} ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {TIME_HI_COLUMN}, "
+        f"{NODES_COLUMN}) SELECT {values} FROM ledger_lock"
     )
 
 
-# the SQL types of COLUMNS and leaf_index, in order, for the JSON rows of _TreeSQL.at_once
-_ROW_CASTS = ("text",) * 6 + ("bigint", "boolean", "text", "text", "bigint")
-assert len(_ROW_CASTS) == len(COLUMNS) + 1, "a column without its cast"
+# the SQL types of COLUMNS, leaf_index and time_hi_us, in order, for the JSON rows of
+# _TreeSQL.at_once
+_ROW_CASTS = ("text",) * 6 + ("bigint", "boolean", "text", "text", "bigint", "bigint")
+assert len(_ROW_CASTS) == len(COLUMNS) + 2, "a column without its cast"
 
 
 class _TreeSQL:
@@ -605,16 +611,16 @@ class _TreeSQL:
         # batch's time), unpacked by the server in the rows' order: text columns as
         # JSON strings (exact: JSON escapes every character it must), integers and
         # booleans as JSON values, the nodes as hex
-        values = ", ".join(
-            [f"(u.r->>{i})::{cast}" for i, cast in enumerate(_ROW_CASTS)]
-            + [f"decode(u.r->>{len(_ROW_CASTS)}, 'hex')"]
-        )
+        values = [f"(u.r->>{i})::{cast}" for i, cast in enumerate(_ROW_CASTS)]
+        # time_hi_us: the batch's running maximum, raised to the largest time stored
+        values[-1] = TIME_HI_POSTGRES.format(value=values[-1], events=events)
+        values.append(f"decode(u.r->>{len(_ROW_CASTS)}, 'hex')")
         self.at_once = (
             f"WITH head AS MATERIALIZED (SELECT 1 FROM {prefix}tree_head WHERE id = 1 "
             "AND size = %s AND root = %s FOR UPDATE), "
             "lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s) FROM head), "
             f"ev AS (INSERT INTO {events} ({', '.join(COLUMNS)}, {LEAF_COLUMN}, "
-            f"{NODES_COLUMN}) SELECT {values} "
+            f"{TIME_HI_COLUMN}, {NODES_COLUMN}) SELECT {', '.join(values)} "
             "FROM lock, json_array_elements(%s::json) WITH ORDINALITY AS u(r, ord) "
             "ORDER BY u.ord) "
             f"UPDATE {prefix}tree_head SET size = %s, root = %s "

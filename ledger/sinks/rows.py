@@ -31,6 +31,7 @@ __all__ = [
     "COLUMNS",
     "FILTER_COLUMNS",
     "READ_COLUMNS",
+    "TimeHighWater",
     "column_disagreements",
     "content_hash",
     "event_row",
@@ -199,6 +200,42 @@ def stated_micros(value: object) -> int | None:
         except ValidationError:
             return None
     return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+class TimeHighWater:
+    """The running maximum of the event time in commit order: what each row's
+    ``time_hi_us`` column must hold (the writers raise it by each row's ``time_us``).
+
+    >>> high = TimeHighWater()
+    >>> high.problem(5, 5), high.problem(3, 5), high.problem(9, 8)[:30]
+    ('', '', "the row's time_hi_us is 8 but ")
+    """
+
+    __slots__ = ("high",)
+
+    def __init__(self) -> None:
+        self.high: int | None = None
+
+    def check(self, column: object, obj: object, agrees: bool, stated: object) -> str:
+        """:meth:`problem` of a row whose ``time_us`` column is ``column`` and whose
+        parsed JSON is ``obj``: the time the writer raised the maximum by is the column
+        when it ``agrees`` with the JSON (as the row checks found), else what the JSON
+        states."""
+        when = column if agrees else stated_micros(obj.get("time")) if type(obj) is dict else None
+        return self.problem(when, stated)
+
+    def problem(self, when: object, stated: object) -> str:
+        """Take the next row's time (``when``: None when it cannot be read) and say what
+        is wrong with its ``stated`` ``time_hi_us`` (empty when it is right)."""
+        if type(when) is int and (self.high is None or when > self.high):
+            self.high = when
+        if stated == self.high:
+            return ""
+        return (
+            f"the row's time_hi_us is {stated!r} but the largest time_us of the rows up "
+            f"to it is {self.high!r}: changed outside the ledger (a query for the events "
+            "since a time starts where the column says, and would miss rows before it)"
+        )
 
 
 def column_disagreements(found: dict[str, Any], obj: dict[str, Any]) -> list[str]:

@@ -73,6 +73,8 @@ from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
     NODES_COLUMN,
+    TIME_HI_COLUMN,
+    TIME_HI_SQLITE,
     TreeAppender,
     TreeReading,
     TreeTables,
@@ -87,13 +89,17 @@ __all__ = ["SQLiteSink"]
 
 log = logging.getLogger(__name__)
 
-_ROW_MARKS = "(" + ", ".join("?" * (len(COLUMNS) + 2)) + ")"
+_ROW_MARKS = (
+    "(" + ", ".join("?" * (len(COLUMNS) + 1)) + ", "
+    + TIME_HI_SQLITE.format(events="events") + ", ?)"
+)  # fmt: skip
 _INSERT = (
-    f"INSERT INTO events ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {NODES_COLUMN}) VALUES {_ROW_MARKS}"
+    f"INSERT INTO events ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {TIME_HI_COLUMN}, "
+    f"{NODES_COLUMN}) VALUES {_ROW_MARKS}"
 )
 _JSON = COLUMNS.index("event_json")
 _WRITER_BUSY_MS = 5
-_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (24,000 parameters)
+_STATEMENT_ROWS = 2000  # rows per multi-row INSERT (26,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
 _MARK_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size < ?"
 # the leaf_index index's last entry, and the head row's mark

@@ -41,6 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from itertools import accumulate
 from typing import Any
 
 import sqlalchemy as sa
@@ -70,6 +71,10 @@ from ledger.sinks.rows import COLUMNS
 __all__ = [
     "LEAF_COLUMN",
     "NODES_COLUMN",
+    "NUMBERED_COLUMNS",
+    "TIME_HI_COLUMN",
+    "TIME_HI_POSTGRES",
+    "TIME_HI_SQLITE",
     "TreeAppender",
     "TreeReading",
     "TreeTables",
@@ -78,6 +83,7 @@ __all__ = [
     "node_key_chunks",
     "number_rows",
     "owned_nodes",
+    "raise_time_high",
     "read_nodes",
     "size_after",
 ]
@@ -85,9 +91,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _JSON = COLUMNS.index("event_json")
+_TIME = COLUMNS.index("time_us")
 _LEAF_ROWS = "SELECT seq, event_id, leaf_index, CAST(event_json AS BLOB) FROM events ORDER BY seq"
 LEAF_COLUMN = "leaf_index"
 NODES_COLUMN = "nodes"
+TIME_HI_COLUMN = "time_hi_us"
+# the value inserted into time_hi_us for a parameter holding the batch's own running
+# maximum: raised to the largest time stored before (the time_us index's last entry)
+TIME_HI_SQLITE = "max(?, coalesce((SELECT max(time_us) FROM {events}), -9223372036854775808))"
+TIME_HI_POSTGRES = "GREATEST({value}, (SELECT max(time_us) FROM {events}))"
 _KEYS_PER_QUERY = 400  # leaf indexes per IN list
 
 
@@ -118,6 +130,21 @@ class TreeTables:
         )
 
 
+NUMBERED_COLUMNS = (*COLUMNS, LEAF_COLUMN, TIME_HI_COLUMN, NODES_COLUMN)
+"""The columns of the rows :func:`number_rows` makes, in order."""
+
+
+def raise_time_high(conn: sa.Connection, events: str, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """Rows of :func:`number_rows` with their ``time_hi_us`` raised to the largest
+    ``time_us`` stored (read on ``conn``, inside the write transaction, by the
+    ``time_us`` index's last entry), for a writer that inserts them with no
+    :data:`TIME_HI_SQLITE` or :data:`TIME_HI_POSTGRES` in its statement."""
+    top = conn.exec_driver_sql(f"SELECT max(time_us) FROM {events}").scalar()
+    if type(top) is not int:
+        return list(rows)
+    return [(*r[:-2], max(r[-2], top), r[-1]) for r in rows]
+
+
 def node_key_chunks(keys: Sequence[int]) -> Iterator[Sequence[int]]:
     """``keys`` in slices small enough for one ``IN`` list."""
     for start in range(0, len(keys), _KEYS_PER_QUERY):
@@ -133,12 +160,19 @@ def owned_nodes(frontier: Frontier, data: Iterable[bytes]) -> list[bytes]:
 
 def number_rows(frontier: Frontier, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """``rows`` (:data:`~ledger.sinks.rows.COLUMNS` order) appended to ``frontier`` as
-    leaves, each followed by its leaf index and the nodes it completes (the
-    ``leaf_index`` and ``nodes`` columns), ready to insert."""
+    leaves, each followed by its leaf index, the largest ``time_us`` of the rows up to it
+    and the nodes it completes (the ``leaf_index``, ``time_hi_us`` and ``nodes``
+    columns), ready to insert.
+
+    The ``time_hi_us`` here covers this batch only: the insert statement raises it to the
+    largest time already stored (:data:`TIME_HI_SQLITE`, :data:`TIME_HI_POSTGRES`), so
+    the column is the running maximum of the event time in commit order."""
     start, own = frontier.size, frontier.append_owned
+    highs = accumulate([row[_TIME] for row in rows], max)
     # one pass, no generator between: this runs on every commit's path
     return [
-        (*row, start + i, own(leaf_hash(row[_JSON].encode("utf-8")))) for i, row in enumerate(rows)
+        (*row, start + i, hi, own(leaf_hash(row[_JSON].encode("utf-8"))))
+        for (i, row), hi in zip(enumerate(rows), highs, strict=True)
     ]
 
 
