@@ -203,11 +203,17 @@ def stated_micros(value: object) -> int | None:
 
 
 class TimeHighWater:
-    """The running maximum of the event time in commit order: what each row's
-    ``time_hi_us`` column must hold (the writers raise it by each row's ``time_us``).
+    """The running maximum of the event time in commit order, against which each row's
+    ``time_hi_us`` column is checked (the writers raise it by each row's ``time_us``).
+
+    What a query since a time relies on is that no row's value is below the largest time
+    of the rows up to it (a lowered value would start the query after rows it must
+    return), and that is what is reported. A value above it only makes the query start
+    earlier: a row deleted by hand leaves the rows after it so (the deletion is the log
+    check's finding), and they are not blamed for it.
 
     >>> high = TimeHighWater()
-    >>> high.problem(5, 5), high.problem(3, 5), high.problem(9, 8)[:30]
+    >>> high.problem(5, 5), high.problem(3, 9), high.problem(9, 8)[:30]
     ('', '', "the row's time_hi_us is 8 but ")
     """
 
@@ -218,18 +224,22 @@ class TimeHighWater:
 
     def check(self, column: object, obj: object, agrees: bool, stated: object) -> str:
         """:meth:`problem` of a row whose ``time_us`` column is ``column`` and whose
-        parsed JSON is ``obj``: the time the writer raised the maximum by is the column
-        when it ``agrees`` with the JSON (as the row checks found), else what the JSON
-        states."""
-        when = column if agrees else stated_micros(obj.get("time")) if type(obj) is dict else None
-        return self.problem(when, stated)
+        parsed JSON is ``obj``. The time the writer raised the maximum by was both, so
+        when they differ (``agrees`` is false: the row checks found something) one of
+        them was changed; the smaller is taken, so a time moved later (in the column or
+        the JSON) does not make every row after it a finding of its own."""
+        if agrees:
+            return self.problem(column, stated)
+        times = [column, stated_micros(obj.get("time")) if type(obj) is dict else None]
+        known = [t for t in times if type(t) is int]
+        return self.problem(min(known) if known else None, stated)
 
     def problem(self, when: object, stated: object) -> str:
         """Take the next row's time (``when``: None when it cannot be read) and say what
-        is wrong with its ``stated`` ``time_hi_us`` (empty when it is right)."""
+        is wrong with its ``stated`` ``time_hi_us`` (empty when nothing is)."""
         if type(when) is int and (self.high is None or when > self.high):
             self.high = when
-        if stated == self.high:
+        if self.high is None or (type(stated) is int and stated >= self.high):
             return ""
         return (
             f"the row's time_hi_us is {stated!r} but the largest time_us of the rows up "

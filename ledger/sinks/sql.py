@@ -275,8 +275,9 @@ class SQLReader(Closing):
         reaches it, found by a binary search over the leaf indexes in one statement
         (about 2 log2(n) index lookups), or one past the last row when none reaches it.
         ``0`` (no bound) when the search meets a row without ``time_hi_us`` or a missing
-        leaf index (rows written or changed outside the ledger: ``ledger verify`` says
-        so), or in an empty ledger.
+        leaf index, or a row without a leaf index is stored (one the search cannot see:
+        rows written or changed outside the ledger, which ``ledger verify`` reports), and
+        in an empty ledger.
 
         Event times are stated by the writers and need not rise with the commit order,
         so without it a query since a time read the table from its start (PostgreSQL
@@ -294,15 +295,16 @@ class SQLReader(Closing):
             f"CASE WHEN {at_mid} IS NULL THEN 1 ELSE 0 END "
             "FROM probe WHERE lo < hi AND bad = 0) "
             f"SELECT bad, (SELECT seq FROM {name} WHERE leaf_index = lo), "
-            f"(SELECT time_hi_us FROM {name} WHERE leaf_index = lo) "
+            f"(SELECT time_hi_us FROM {name} WHERE leaf_index = lo), "
+            f"EXISTS (SELECT 1 FROM {name} WHERE leaf_index IS NULL) "
             "FROM probe WHERE lo >= hi OR bad = 1"
         )
         with self._reading() as conn:
             found = conn.exec_driver_sql(sql, {"s": since_us}).first()
         if found is None:  # an empty ledger
             return 0
-        bad, seq, high = found
-        if bad or type(seq) is not int or type(high) is not int:
+        bad, seq, high, unnumbered = found
+        if bad or unnumbered or type(seq) is not int or type(high) is not int:
             return 0
         return seq if high >= since_us else seq + 1
 
