@@ -264,12 +264,10 @@ class SQLReader(Closing):
         t = self._table
         where = self._filters(run_id, kind, tool, verdict, since, until)
         self._check_open()
-        cursor, limit = self._cursor(after), check_limit(limit)
-        if since is not None:  # no row before the first to reach ``since`` can match
-            cursor = max(cursor, self._first_since(to_micros(since, "since")) - 1)
-        return self._pages(where, cursor, limit, t)
+        since_us = None if since is None else to_micros(since, "since")
+        return self._pages(where, self._cursor(after), check_limit(limit), t, since_us)
 
-    def _first_since(self, since_us: int) -> int:
+    def _first_since(self, conn: sa.Connection, since_us: int) -> int:
         """A ``seq`` such that no row before it has ``time_us >= since_us``: the first
         row whose ``time_hi_us`` (the running maximum of the time in commit order)
         reaches it, found by a binary search over the leaf indexes in one statement
@@ -299,8 +297,7 @@ class SQLReader(Closing):
             f"EXISTS (SELECT 1 FROM {name} WHERE leaf_index IS NULL) "
             "FROM probe WHERE lo >= hi OR bad = 1"
         )
-        with self._reading() as conn:
-            found = conn.exec_driver_sql(sql, {"s": since_us}).first()
+        found = conn.exec_driver_sql(sql, {"s": since_us}).first()
         if found is None:  # an empty ledger
             return 0
         bad, seq, high, unnumbered = found
@@ -309,18 +306,29 @@ class SQLReader(Closing):
         return seq if high >= since_us else seq + 1
 
     def _pages(
-        self, where: list[Any], cursor: int, limit: int | None, t: sa.Table
+        self,
+        where: list[Any],
+        cursor: int,
+        limit: int | None,
+        t: sa.Table,
+        since_us: int | None = None,
     ) -> Iterator[Event]:
+        """The events matching ``where`` after ``cursor``, page by page; with
+        ``since_us`` (the filter's ``since``) the first page starts no earlier than
+        :meth:`_first_since` (found on the first page's connection)."""
         remaining = limit
         while remaining is None or remaining > 0:
             size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
-            query = (
-                sa.select(*_read(t, self._dialect))
-                .where(*where, t.c.seq > cursor)
-                .order_by(t.c.seq)
-                .limit(size)
-            )
             with self._reading() as conn, self._page_guard(conn):
+                if since_us is not None:  # no row before the first to reach it can match
+                    cursor = max(cursor, self._first_since(conn, since_us) - 1)
+                    since_us = None
+                query = (
+                    sa.select(*_read(t, self._dialect))
+                    .where(*where, t.c.seq > cursor)
+                    .order_by(t.c.seq)
+                    .limit(size)
+                )
                 rows = _all(conn, query)
             for row in rows:
                 yield self._decode(row)
