@@ -336,6 +336,9 @@ def upgrade_postgres_cache(dsn: str, size: int) -> None:
         if found is None or not found[0] or not _upgradable(json.loads(found[0]), key):
             return
         upgrade(f"{dsn}{'&' if '?' in dsn else '?'}ledger_schema={schema}")
+        # a migration that rewrote every row (0006) leaves dead tuples and old statistics
+        # behind; a fresh build is analyzed, so the upgraded one is too
+        conn.execute(f'VACUUM ANALYZE "{schema}".events')
         text = json.dumps(key, sort_keys=True)
         conn.execute(f"COMMENT ON SCHEMA \"{schema}\" IS '{text}'")
     print(f"  upgraded the cached PostgreSQL ledger of {size:,} events to {key['schema']}")
@@ -357,6 +360,8 @@ def sqlite_ledger(size: int, rebuild: bool = False) -> Path:
         from ledger.sinks.opening import upgrade
 
         upgrade(f"sqlite:///{path}")
+        with sqlite3.connect(path) as lite:  # as a fresh build is (see the PostgreSQL one)
+            lite.execute("ANALYZE")
         found = json.loads(marker.read_text())
         marker.write_text(json.dumps(found | {"key": key, "upgraded_from": found["key"]["schema"]}))
         print(f"  upgraded the cached SQLite ledger of {size:,} events to {key['schema']}")
