@@ -87,7 +87,7 @@ from ledger.integrity.merkle import Frontier, leaf_hash
 from ledger.model.event import Event
 from ledger.model.values import Actor, Approval, Kind, Ref, RefSource, Verdict
 from ledger.sinks.rows import event_row
-from ledger.sinks.tree import number_rows
+from ledger.sinks.tree import number_rows, raised
 
 GENERATOR_VERSION = 1
 SEED = 20250101
@@ -402,12 +402,12 @@ def _build_sqlite(path: Path, size: int) -> None:
     )
     frontier = Frontier()
     batch: list[tuple[Any, ...]] = []
-    high = [-(1 << 63)]  # the running maximum of the time, across batches
+    high: list[int | None] = [None]  # the largest time of the batches before
 
     def numbered(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        # number_rows' time_hi_us covers its batch; the sink's insert raises it to the
-        # stored maximum, here the one carried over from the batches before
-        out = [(*r[:-2], max(r[-2], high[0]), r[-1]) for r in number_rows(frontier, rows)]
+        # number_rows' time_hi_us covers its batch; raised to the batches' before it, as
+        # the sink raises it to the largest time stored
+        out = raised(number_rows(frontier, rows), high[0])
         high[0] = out[-1][-2] if out else high[0]
         return out
 

@@ -74,12 +74,12 @@ from ledger.sinks.tree import (
     LEAF_COLUMN,
     NODES_COLUMN,
     TIME_HI_COLUMN,
-    TIME_HI_SQLITE,
     TreeAppender,
     TreeReading,
     TreeTables,
     head_values,
     number_rows,
+    raised,
     read_nodes,
     size_after,
 )
@@ -89,10 +89,7 @@ __all__ = ["SQLiteSink"]
 
 log = logging.getLogger(__name__)
 
-_ROW_MARKS = (
-    "(" + ", ".join("?" * (len(COLUMNS) + 1)) + ", "
-    + TIME_HI_SQLITE.format(events="events") + ", ?)"
-)  # fmt: skip
+_ROW_MARKS = "(" + ", ".join("?" * (len(COLUMNS) + 3)) + ")"
 _INSERT = (
     f"INSERT INTO events ({', '.join(COLUMNS)}, {LEAF_COLUMN}, {TIME_HI_COLUMN}, "
     f"{NODES_COLUMN}) VALUES {_ROW_MARKS}"
@@ -103,7 +100,10 @@ _STATEMENT_ROWS = 2000  # rows per multi-row INSERT (26,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
 _MARK_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size < ?"
 # the leaf_index index's last entry, and the head row's mark
-_TOP_LEAF = "SELECT (SELECT max(leaf_index) FROM events), (SELECT size FROM tree_head WHERE id = 1)"
+_TOP_LEAF = (
+    "SELECT (SELECT max(leaf_index) FROM events), (SELECT size FROM tree_head WHERE id = 1), "
+    "(SELECT max(time_us) FROM events)"
+)  # and the time_us index's last entry: what the new rows' time_hi_us is raised to
 MARK_EVERY = 8  # the head row is written with every 8th commit (and the first, and at close)
 
 
@@ -301,7 +301,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         rows = [row for item in items for row in item]
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
-            frontier, after, numbered = self._begin_tree(conn, rows)
+            frontier, after, numbered, latest = self._begin_tree(conn, rows)
             errors: list[BaseException | None]
             try:
                 if len(rows) == 1:
@@ -321,7 +321,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                     error = self._duplicate(conn, items[0], exc)
                     conn.execute("ROLLBACK")
                     return [error]
-                errors, after = self._insert_each(conn, items, frontier)
+                errors, after = self._insert_each(conn, items, frontier, latest)
             if after.size == frontier.size:
                 conn.execute("ROLLBACK")
                 return errors
@@ -341,9 +341,10 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
 
     def _begin_tree(
         self, conn: sqlite3.Connection, rows: list[Row]
-    ) -> tuple[Frontier, Frontier, list[Row]]:
+    ) -> tuple[Frontier, Frontier, list[Row], object]:
         """Inside the write transaction: the committed tree, the tree after ``rows``,
-        and the rows numbered.
+        the rows numbered (their ``time_hi_us`` raised to the largest time stored), and
+        that largest time (None in an empty ledger).
 
         The head is where the rows end; the head row is a mark the log reached, written
         with every :data:`MARK_EVERY`-th commit (so most commits write no page for it).
@@ -353,7 +354,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         would soon move the mark over the evidence); otherwise (another writer
         appended, or none is cached) it is rebuilt from the stored nodes and checked
         against the mark."""
-        top, mark = conn.execute(_TOP_LEAF).fetchone()
+        top, mark, latest = conn.execute(_TOP_LEAF).fetchone()
         cached = self._appender.cached()
         if (
             cached is not None
@@ -366,7 +367,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         else:
             frontier = self._frontier(conn, top)
         after = frontier.copy()
-        return frontier, after, number_rows(after, rows)
+        return frontier, after, raised(number_rows(after, rows), latest), latest
 
     def _frontier(self, conn: sqlite3.Connection, top: object) -> Frontier:
         """The compact range of the tree whose last leaf index is ``top``, rebuilt from
@@ -404,16 +405,16 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 conn.execute(_insert_sql(len(part)), _flat(part))
 
     def _insert_each(
-        self, conn: sqlite3.Connection, items: list[list[Row]], frontier: Frontier
+        self, conn: sqlite3.Connection, items: list[list[Row]], frontier: Frontier, latest: object
     ) -> tuple[list[BaseException | None], Frontier]:
-        """Each caller's rows in a savepoint, numbered after the rows stored before them,
-        so a bad caller fails alone and leaves no gap; returns the errors and the tree
-        after the stored rows."""
+        """Each caller's rows in a savepoint, numbered after the rows stored before them
+        (``latest``: the largest time stored before the batch), so a bad caller fails
+        alone and leaves no gap; returns the errors and the tree after the stored rows."""
         errors: list[BaseException | None] = []
         after = frontier.copy()
         for rows in items:
             trial = after.copy()
-            numbered = number_rows(trial, rows)
+            numbered = raised(number_rows(trial, rows), latest)
             conn.execute("SAVEPOINT ledger_item")
             try:
                 self._insert_rows(conn, numbered)
@@ -425,6 +426,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             conn.execute("RELEASE ledger_item")
             errors.append(None)
             after = trial
+            latest = numbered[-1][-2] if numbered else latest
         return errors, after
 
     @contextmanager

@@ -74,7 +74,6 @@ __all__ = [
     "NUMBERED_COLUMNS",
     "TIME_HI_COLUMN",
     "TIME_HI_POSTGRES",
-    "TIME_HI_SQLITE",
     "TreeAppender",
     "TreeReading",
     "TreeTables",
@@ -84,6 +83,7 @@ __all__ = [
     "number_rows",
     "owned_nodes",
     "raise_time_high",
+    "raised",
     "read_nodes",
     "size_after",
 ]
@@ -98,7 +98,6 @@ NODES_COLUMN = "nodes"
 TIME_HI_COLUMN = "time_hi_us"
 # the value inserted into time_hi_us for a parameter holding the batch's own running
 # maximum: raised to the largest time stored before (the time_us index's last entry)
-TIME_HI_SQLITE = "max(?, coalesce((SELECT max(time_us) FROM {events}), -9223372036854775808))"
 TIME_HI_POSTGRES = "GREATEST({value}, (SELECT max(time_us) FROM {events}))"
 _KEYS_PER_QUERY = 400  # leaf indexes per IN list
 
@@ -134,15 +133,19 @@ NUMBERED_COLUMNS = (*COLUMNS, LEAF_COLUMN, TIME_HI_COLUMN, NODES_COLUMN)
 """The columns of the rows :func:`number_rows` makes, in order."""
 
 
-def raise_time_high(conn: sa.Connection, events: str, rows: list[tuple[Any, ...]]) -> list[Any]:
-    """Rows of :func:`number_rows` with their ``time_hi_us`` raised to the largest
-    ``time_us`` stored (read on ``conn``, inside the write transaction, by the
-    ``time_us`` index's last entry), for a writer that inserts them with no
-    :data:`TIME_HI_SQLITE` or :data:`TIME_HI_POSTGRES` in its statement."""
-    top = conn.exec_driver_sql(f"SELECT max(time_us) FROM {events}").scalar()
+def raised(rows: list[tuple[Any, ...]], top: object) -> list[tuple[Any, ...]]:
+    """Rows of :func:`number_rows` with their ``time_hi_us`` raised to ``top``, the
+    largest ``time_us`` stored before them (None in an empty table), for a writer that
+    read it inside its write transaction and inserts plain values."""
     if type(top) is not int:
-        return list(rows)
-    return [(*r[:-2], max(r[-2], top), r[-1]) for r in rows]
+        return rows
+    return [r if r[-2] >= top else (*r[:-2], top, r[-1]) for r in rows]
+
+
+def raise_time_high(conn: sa.Connection, events: str, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """:func:`raised` with the largest ``time_us`` stored read on ``conn`` (the
+    ``time_us`` index's last entry)."""
+    return raised(rows, conn.exec_driver_sql(f"SELECT max(time_us) FROM {events}").scalar())
 
 
 def node_key_chunks(keys: Sequence[int]) -> Iterator[Sequence[int]]:
@@ -164,9 +167,10 @@ def number_rows(frontier: Frontier, rows: Sequence[tuple[Any, ...]]) -> list[tup
     and the nodes it completes (the ``leaf_index``, ``time_hi_us`` and ``nodes``
     columns), ready to insert.
 
-    The ``time_hi_us`` here covers this batch only: the insert statement raises it to the
-    largest time already stored (:data:`TIME_HI_SQLITE`, :data:`TIME_HI_POSTGRES`), so
-    the column is the running maximum of the event time in commit order."""
+    The ``time_hi_us`` here covers this batch only: the writer raises it to the largest
+    time already stored (:func:`raised`, or in the insert statement itself:
+    :data:`TIME_HI_POSTGRES`), so the column is the running maximum of the event time
+    in commit order."""
     start, own = frontier.size, frontier.append_owned
     highs = accumulate([row[_TIME] for row in rows], max)
     # one pass, no generator between: this runs on every commit's path
