@@ -578,7 +578,8 @@ def _not_acknowledged(exc: sa.exc.DBAPIError) -> StorageError:
 
 def _insert_statement(table: sa.Table) -> str:
     """The driver-level (psycopg ``%s``) insert: the lock key, then :data:`COLUMNS`,
-    the leaf index and the nodes."""
+    the leaf index, the batch's running maximum of the time (raised to the largest time
+    stored: ``TIME_HI_POSTGRES``, evaluated once per statement) and the nodes."""
     name = f'"{table.schema}".events' if table.schema else "events"
     values = ", ".join(
         ["%s"] * (len(COLUMNS) + 1)
