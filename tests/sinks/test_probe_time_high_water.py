@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ from click.testing import CliRunner
 
 from ledger.cli import cli
 from ledger.errors import DuplicateEvent
-from ledger.model import Event
 from ledger.report.verification import verify_rows
 from ledger.retention import Retention, Selection
 from ledger.sinks import PostgresSink, SQLiteSink
@@ -34,34 +33,7 @@ from ledger.sinks.rows import COLUMNS, event_row, to_micros
 from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
 
 from .conftest import Store, engine_url
-
-T0 = datetime(2020, 1, 1, tzinfo=UTC)
-
-
-def _event(run: str, i: int, offset_s: int, tool: str = "t") -> Event:
-    return Event(
-        kind="tool_result",
-        run_id=run,
-        call_id=f"c{i}",
-        tool=tool,
-        time=T0 + timedelta(seconds=offset_s),
-        result={"i": i},
-    )
-
-
-def _url(store: Store) -> str:
-    if store.path:
-        return f"sqlite:///{store.path}"
-    return f"{store.dsn}{'&' if '?' in store.dsn else '?'}ledger_schema={store.schema}"
-
-
-def _assert_running_max(store: Store) -> None:
-    high = None
-    rows = store.sql("SELECT seq, time_us, time_hi_us FROM {p}events ORDER BY seq")
-    assert rows
-    for seq, when, stated in rows:
-        high = when if high is None else max(high, when)
-        assert stated == high, (seq, when, stated, high)
+from .test_time_high_water import T0, _assert_running_max, _event, _url
 
 
 def _assert_since_exact(sink: Any, cuts: list[datetime], **filters: Any) -> None:
