@@ -402,13 +402,14 @@ def _build_sqlite(path: Path, size: int) -> None:
     )
     frontier = Frontier()
     batch: list[tuple[Any, ...]] = []
-    high: list[int | None] = [None]  # the largest time of the batches before
+    high: int | None = None  # the largest time of the batches before
 
     def numbered(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         # number_rows' time_hi_us covers its batch; raised to the batches' before it, as
         # the sink raises it to the largest time stored
-        out = raised(number_rows(frontier, rows), high[0])
-        high[0] = out[-1][-2] if out else high[0]
+        nonlocal high
+        out = raised(number_rows(frontier, rows), high)
+        high = out[-1][-2] if out else high
         return out
 
     conn.execute("BEGIN")

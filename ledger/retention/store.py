@@ -352,10 +352,11 @@ class Retention:
         frontier = self._sink._tree_frontier(conn)
         if conn.dialect.name == "postgresql":  # commit order for tailing readers
             conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": self._sink._key})
-        name = f'"{self._schema}".events' if self._schema else "events"
-        numbered = raise_time_high(conn, name, number_rows(frontier, list(map(event_row, events))))
-        rows = [dict(zip(NUMBERED_COLUMNS, row, strict=True)) for row in numbered]
-        conn.execute(self._events.insert(), rows)
+        rows = number_rows(frontier, list(map(event_row, events)))
+        numbered = raise_time_high(conn, self._sink._trees.events, rows)
+        conn.execute(
+            self._events.insert(), [dict(zip(NUMBERED_COLUMNS, r, strict=True)) for r in numbered]
+        )
         self._sink._tree_moved(conn, frontier)
 
     def policy(self) -> PolicyState | None:

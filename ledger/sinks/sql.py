@@ -271,7 +271,7 @@ class SQLReader(Closing):
         """A ``seq`` such that no row before it has ``time_us >= since_us``: the first
         row whose ``time_hi_us`` (the running maximum of the time in commit order)
         reaches it, found by a binary search over the leaf indexes in one statement
-        (about 2 log2(n) index lookups), or one past the last row when none reaches it.
+        (about 3 log2(n) index lookups), or one past the last row when none reaches it.
         ``0`` (no bound) when the search meets a row without ``time_hi_us`` or a missing
         leaf index, or a row without a leaf index is stored (one the search cannot see:
         rows written or changed outside the ledger, which ``ledger verify`` reports), and
