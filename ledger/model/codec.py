@@ -82,6 +82,7 @@ __all__ = [
     "checked_ref",
     "encode_event",
     "encode_event_hashed",
+    "event_and_id_from_json",
     "event_canonical_hash",
     "event_from_json",
     "event_to_json",
@@ -288,11 +289,25 @@ def _scan_object(text: str) -> dict[str, tuple[Any, str]]:
 def event_from_json(cls: type[E], text: str | bytes) -> E:
     """Build an event of class ``cls`` from its JSON text, keeping ``args``/``result``
     byte-exact; raise ``ValidationError`` naming what is wrong."""
-    fast = _decode_compact(cls, text)
+    return event_and_id_from_json(cls, text)[0]
+
+
+def event_and_id_from_json(cls: type[E], text: str | bytes) -> tuple[E, str | None]:
+    """:func:`event_from_json` and the ``event_id`` member's text as the JSON states it
+    (None when the JSON is not compact: the caller reads it from the text if it needs
+    it). A stored row's reader compares it with the row's ``event_id`` column without
+    formatting the decoded id again.
+
+    >>> from ledger.model.event import Event
+    >>> ev, stated = event_and_id_from_json(Event, Event(kind="request").to_json())
+    >>> stated == str(ev.event_id)
+    True
+    """
+    fast = _compact(cls, text)
     if fast is not None:
         return fast
     try:
-        return _event_from_json(cls, text)
+        return _event_from_json(cls, text), None
     except RecursionError:
         raise ValidationError(
             "event JSON is nested too deeply to read; it cannot be an event this library wrote"
@@ -392,9 +407,16 @@ _REF_TWIN = _swappable(_RefSlots, Ref)
 
 
 def _decode_compact(cls: type[E], text: object) -> E | None:
-    """The event in ``text`` when ``text`` is compact JSON (as ``to_json`` writes it) of a
-    well-formed event, else None (the caller then takes the exact path, which reads any
-    layout and names what is wrong).
+    """The event in ``text`` when ``text`` is compact JSON of a well-formed event, else
+    None (:func:`_compact` without the id text)."""
+    found = _compact(cls, text)
+    return None if found is None else found[0]
+
+
+def _compact(cls: type[E], text: object) -> tuple[E, str] | None:
+    """The event in ``text``, with its ``event_id`` member's text, when ``text`` is
+    compact JSON (as ``to_json`` writes it) of a well-formed event, else None (the caller
+    then takes the exact path, which reads any layout and names what is wrong).
 
     Compact means ``orjson`` writes the parsed value back to exactly ``text``; then the
     raw ``args``/``result`` texts are exactly ``orjson``'s output for their values, so
@@ -484,11 +506,11 @@ def _decode_compact(cls: type[E], text: object) -> E | None:
         swap = _TWINS[cls] = _swappable(_EventSlots, cls)
     if swap:
         ev.__class__ = cls
-        return ev  # type: ignore[no-any-return]
+        return ev, event_id
     out = _new(cls)  # a class of another layout: its slots set one by one
     for name in _EVENT_SLOTS:
         _set(out, name, getattr(ev, name))
-    return out
+    return out, event_id
 
 
 _ABSENT = object()

@@ -23,7 +23,7 @@ import orjson
 from ledger.canonical import sha256_of
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
 from ledger.ids import ulid_text
-from ledger.model.codec import encode_event_hashed, event_from_json
+from ledger.model.codec import encode_event_hashed, event_and_id_from_json
 from ledger.model.event import Event
 from ledger.timefmt import coerce_time, parse_time
 
@@ -119,14 +119,15 @@ def parse_row(row: Any) -> Event:
     reader that reaches the row through an edited column still sees what was written.
 
     The one decode of a stored row (``get``, ``chain``, ``events`` and the report all
-    come here). The JSON is decoded once (:func:`ledger.model.codec.event_from_json`:
-    what the sink wrote is compact and takes its fast path, each field checked once), and
-    the columns are compared with the decoded event in one tuple comparison; the warning
-    path, which names each column, runs only for a row that disagrees.
+    come here). The JSON is decoded once (:func:`ledger.model.codec.event_and_id_from_json`:
+    what the sink wrote is compact and takes its fast path, each field checked once, and
+    gives the id's text as stored, so the id column is compared without formatting the
+    id again), and the columns are compared with the decoded event one after another; the
+    warning path, which names each column, runs only for a row that disagrees.
     """
     text = row[-1]
     try:
-        event = event_from_json(Event, text)
+        event, stated = event_and_id_from_json(Event, text)
     except (ValidationError, RecursionError) as exc:  # RecursionError: absurd nesting
         seq, event_id = row[0], row[1]
         raise CorruptRecord(
@@ -136,21 +137,24 @@ def parse_row(row: Any) -> Event:
             event_id=str(event_id),
         ) from None
     event_id = row[1]
-    if stored_id(text) != event_id and ulid_text(event.event_id) != event_id:
+    if stated is None:
+        stated = stored_id(text)
+    if stated != event_id and ulid_text(event.event_id) != event_id:
         raise CorruptRecord(
             f"events row seq={row[0]}: column event_id {event_id} disagrees with the stored "
             f"JSON's {event.event_id}; the row was changed outside the ledger",
             seq=row[0],
             event_id=str(event_id),
         )
-    if (
-        event.run_id,
-        event.call_id,
-        event.kind,
-        event.tool,
-        event.verdict,
-        (event.time - _EPOCH) // _MICRO,
-    ) != tuple(row[2:8]) or bool(event.err) != bool(row[8]):
+    if not (  # one comparison after another, the cheapest first (each row pays them)
+        event.run_id == row[2]
+        and event.call_id == row[3]
+        and event.kind == row[4]
+        and event.tool == row[5]
+        and event.verdict == row[6]
+        and (not event.err) is (not row[8])
+        and (event.time - _EPOCH) // _MICRO == row[7]
+    ):
         _disagrees(row)
     return event
 

@@ -55,6 +55,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ledger.errors import CorruptRecord, PayloadKeyError, StorageError
 from ledger.model.erasure import ALL_FIELDS, Erasure
 from ledger.model.event import Event
+from ledger.sinks.rows import parse_row
 
 __all__ = [
     "ENV_KEY",
@@ -209,6 +210,24 @@ def is_envelope(text: str | None) -> bool:
     return text is not None and text.startswith(_ENVELOPE)
 
 
+def sealed_fields(event: Event) -> tuple[str, ...]:
+    """The names of ``event``'s :data:`FIELDS` that hold an envelope, in that order;
+    ``()`` for most events, found with three ``startswith`` and no list (the readers'
+    hooks ask it of every row they decode).
+
+    >>> sealed_fields(Event(kind="request", args={"q": 1}))
+    ()
+    """
+    args, result = event.args, event.result
+    if not (
+        event.preview.startswith(_ENVELOPE)
+        or (args is not None and args.startswith(_ENVELOPE))
+        or (result is not None and result.startswith(_ENVELOPE))
+    ):
+        return ()
+    return tuple(n for n in FIELDS if is_envelope(getattr(event, n)))
+
+
 class _Destroyed:
     """A run key an erasure destroyed: which record, why."""
 
@@ -317,10 +336,8 @@ class Payloads:
         """A stored row as its event, ``args`` and ``result`` decrypted (the reader's
         hook). Without the operator's key the envelopes are left as stored; a run whose
         key was destroyed has them erased (``Event.erased`` says by which record)."""
-        from ledger.sinks.rows import parse_row
-
         event = parse_row(row)
-        sealed = [n for n in FIELDS if is_envelope(getattr(event, n))]
+        sealed = sealed_fields(event)
         if not sealed or self._wrapper is None:
             return event
         key = self._cached(event.run_id, fresh=False)
@@ -416,7 +433,7 @@ class Payloads:
         return bool(done)
 
 
-def _shredded(event: Event, sealed: list[str], key: _Destroyed, stored: Any) -> Event:
+def _shredded(event: Event, sealed: tuple[str, ...], key: _Destroyed, stored: Any) -> Event:
     """``event`` with its sealed fields shown erased by the record that destroyed the key."""
     from ledger.integrity.merkle import leaf_hash
 
@@ -495,25 +512,44 @@ class _KeylessDecode:
     """The reader's hook (``sink._decode``) of a sink opened without the operator's key:
     envelopes are left as stored, but a run whose key was destroyed has them erased.
     The destroyed keys (few: one per shredded run) are read in one query at the first
-    envelope and again once :data:`_CACHE_SECONDS` have passed, never once per run."""
+    envelope and again once :data:`_CACHE_SECONDS` have passed, never once per run.
 
-    __slots__ = ("_at", "_gone", "_sink", "_t")
+    At the first row it decodes, the hook reads the ledger's payload mode: a ledger in
+    clear that holds events (this row is one) stays in clear for good (only an empty one
+    can be made a shredding ledger), so the sink's hook becomes plain ``parse_row`` and
+    its later reads pay nothing for the payload mode."""
+
+    __slots__ = ("_at", "_gone", "_settled", "_sink", "_t")
 
     def __init__(self, sink: Any) -> None:
         self._sink = sink
         self._t = ShredTables(getattr(sink, "schema", None))
         self._gone: dict[str, _Destroyed] = {}
         self._at: float | None = None
+        self._settled = False
 
     def __call__(self, row: Any) -> Event:
-        from ledger.sinks.rows import parse_row
-
+        if not self._settled:
+            self._settle()
         event = parse_row(row)
-        sealed = [n for n in FIELDS if is_envelope(getattr(event, n))]
+        sealed = sealed_fields(event)
         if not sealed:
             return event
         gone = self._destroyed().get(event.run_id)
         return event if gone is None else _shredded(event, sealed, gone, row[-1])
+
+    def _settle(self) -> None:
+        """Read the payload mode once; in clear, make ``parse_row`` the sink's hook."""
+        self._settled = True
+        reading: AbstractContextManager[sa.Connection] = self._sink._reading()
+        try:
+            with reading as conn:
+                mode = conn.execute(sa.select(self._t.mode.c.scheme).limit(1)).first()
+        except sa.exc.SQLAlchemyError as exc:  # the hook stays: envelopes still checked
+            log.debug("payload mode not read (%s); each row is checked for envelopes", exc)
+            return
+        if mode is None:
+            self._sink._decode = parse_row
 
     def _destroyed(self) -> dict[str, _Destroyed]:
         now = time.monotonic()

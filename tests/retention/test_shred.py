@@ -400,3 +400,32 @@ def test_the_demo_on_a_shredding_ledger_without_the_key_is_one_error_line(
     reader = SQLiteSink(path, migrate=False)
     assert list(reader.events()) == []  # nothing half-recorded
     reader.close()
+
+
+def test_a_reader_opened_before_the_ledger_was_made_shredding_shows_what_was_erased(
+    ledger_db: Ledger, key: FileKeyWrapper
+) -> None:
+    _open(ledger_db)  # the schema, no events: the ledger has no payload mode yet
+    early = _open(ledger_db, reader=True)
+    _, r = _shredding(ledger_db, key)
+    done = r.erase(Selection.of_run("old-1"), reason="GDPR Art. 17", fields=["args", "result"])
+    for _ in range(2):  # the first read settles the payload mode; the second reads as settled
+        intent = early.chain("old-1").actions[0].intent
+        assert intent.args is None and intent.erased is not None
+        assert intent.erased.records == (done.record_id,)
+        kept = early.chain("old-2").actions[0].intent.args
+        assert kept is not None and kept.startswith('{"encrypted":"aes-256-gcm"')
+
+
+def test_a_reader_of_a_ledger_in_clear_shows_payloads_that_look_encrypted_as_stored(
+    ledger_db: Ledger,
+) -> None:
+    look = {"encrypted": "aes-256-gcm", "nonce": "AAAA", "data": "BBBB"}
+    events = run_events("clear-1", OLD)
+    events[1] = events[1].replace(args=look, preview=json.dumps(look))
+    _open(ledger_db).record_many(events)
+    reader = _open(ledger_db, reader=True)
+    for _ in range(2):  # before the payload mode is settled and after
+        intent = reader.chain("clear-1").actions[0].intent
+        assert intent.args is not None and json.loads(intent.args) == look
+        assert intent.erased is None and reader.get(intent.event_id) == events[1]
