@@ -301,11 +301,12 @@ def _head() -> str:
     return str(head_revision())
 
 
-UPGRADABLE_FROM = frozenset({"0004_tree_in_rows", "0005_payload_keys"})
+UPGRADABLE_FROM = frozenset({"0004_tree_in_rows", "0005_payload_keys", "0006_time_high_water"})
 """Schema revisions from which the migrations to the head leave every row and index as
 a fresh build makes them (0005 only adds the payload-key tables; 0006 adds and fills
-``time_hi_us``, the running maximum of the time, as the generator fills it): a cached
-ledger at one of them is upgraded in place instead of rebuilt."""
+``time_hi_us``, the running maximum of the time, as the generator fills it; 0007 swaps
+the tool index for one in commit order): a cached ledger at one of them is upgraded in
+place instead of rebuilt."""
 
 
 def _upgradable(found: Any, key: dict[str, Any]) -> bool:

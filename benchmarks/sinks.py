@@ -253,7 +253,7 @@ def lean_sink(path: Path) -> SQLiteSink:
     ledger offers; it shows what the other two indexes cost."""
     SQLiteSink(path).close()
     conn = sqlite3.connect(path)
-    for name in ("ix_events_tool_time", "ix_events_kind_time"):
+    for name in ("ix_events_tool_seq", "ix_events_kind_time"):
         conn.execute(f"DROP INDEX {name}")
     conn.commit()
     conn.close()

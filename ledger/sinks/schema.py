@@ -52,7 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 VERSION_TABLE = "ledger_schema_version"
-HEAD = "0006_time_high_water"  # the newest revision; a test checks it against ``versions/``
+HEAD = "0007_tool_seq_index"  # the newest revision; a test checks it against ``versions/``
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 

@@ -111,7 +111,7 @@ def events_table(schema: str | None = None) -> sa.Table:
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),
         sa.Index("ix_events_run_seq", "run_id", "seq"),
         sa.Index("ix_events_time", "time_us"),
-        sa.Index("ix_events_tool_time", "tool", "time_us"),
+        sa.Index("ix_events_tool_seq", "tool", "seq"),  # a tool's events in commit order
         sa.Index("ix_events_kind_time", "kind", "time_us"),
         sa.Index("ux_events_leaf_index", "leaf_index", unique=True),
     )
