@@ -96,6 +96,12 @@ def copy(
 
     if parse_url(source).scheme in ("sqlite", "postgresql") and not allow_damaged:
         found = check_database(source)
+        if found.schema_status == "behind":  # an older revision is not damage
+            raise StorageError(
+                f"the source {found.url} is at schema revision {found.revision}, older than "
+                f"this version's {found.head}, so nothing was copied; run `ledger db upgrade` "
+                "on it first, then copy it"
+            )
         if not found.ok:
             raise StorageError(
                 f"the source {found.url} fails its checks (see `ledger db check`); a copy "

@@ -251,6 +251,9 @@ class Payloads:
         self._t = ShredTables(getattr(sink, "schema", None))
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[float, _RunKey]] = {}
+        # without the operator's key, rows read as a keyless reader's: an erased run's
+        # payloads erased, the others' envelopes as stored
+        self._blind = None if wrapper is not None else _KeylessDecode(sink)
 
     # --- the write path -------------------------------------------------------------
 
@@ -315,6 +318,10 @@ class Payloads:
         k = self._t.keys
         writing: AbstractContextManager[sa.Connection] = self._sink._tree_writing()
         with writing as conn:
+            # the mode row may have gone with a transaction of the caller's that rolled
+            # back after the sink was opened (PostgresSink(connection)): record it again
+            # with the first run key, or refuse, so no envelope is stored without it
+            _record_mode(conn, self._sink, self._t, self.key_id, created=False)
             exists = conn.execute(sa.select(k.c.run_id).where(k.c.run_id == run_id)).first()
             if exists is None:
                 conn.execute(
@@ -338,8 +345,10 @@ class Payloads:
         key was destroyed has them erased (``Event.erased`` says by which record)."""
         event = parse_row(row)
         sealed = sealed_fields(event)
-        if not sealed or self._wrapper is None:
+        if not sealed:
             return event
+        if self._blind is not None:
+            return self._blind.shown(event, sealed, row[-1])
         key = self._cached(event.run_id, fresh=False)
         if key is None:
             raise CorruptRecord(
@@ -533,10 +542,13 @@ class _KeylessDecode:
             self._settle()
         event = parse_row(row)
         sealed = sealed_fields(event)
-        if not sealed:
-            return event
+        return event if not sealed else self.shown(event, sealed, row[-1])
+
+    def shown(self, event: Event, sealed: tuple[str, ...], stored: Any) -> Event:
+        """``event`` (whose ``sealed`` fields hold envelopes) as a reader without the key
+        shows it: erased when its run's key was destroyed, else as stored."""
         gone = self._destroyed().get(event.run_id)
-        return event if gone is None else _shredded(event, sealed, gone, row[-1])
+        return event if gone is None else _shredded(event, sealed, gone, stored)
 
     def _settle(self) -> None:
         """Read the payload mode once; in clear, make ``parse_row`` the sink's hook."""
@@ -545,7 +557,8 @@ class _KeylessDecode:
         try:
             with reading as conn:
                 mode = conn.execute(sa.select(self._t.mode.c.scheme).limit(1)).first()
-        except sa.exc.SQLAlchemyError as exc:  # the hook stays: envelopes still checked
+        except (sa.exc.SQLAlchemyError, StorageError) as exc:  # the hook stays
+            # (a role allowed to read only the events, say): each row is still checked
             log.debug("payload mode not read (%s); each row is checked for envelopes", exc)
             return
         if mode is None:
@@ -556,12 +569,18 @@ class _KeylessDecode:
         if self._at is None or now - self._at >= _CACHE_SECONDS:
             k = self._t.keys
             reading: AbstractContextManager[sa.Connection] = self._sink._reading()
-            with reading as conn:
-                rows = conn.execute(
-                    sa.select(k.c.run_id, k.c.record_id, k.c.reason).where(
-                        sa.or_(k.c.destroyed_us.is_not(None), k.c.wrapped.is_(None))
-                    )
-                ).all()
+            try:
+                with reading as conn:
+                    rows = conn.execute(
+                        sa.select(k.c.run_id, k.c.record_id, k.c.reason).where(
+                            sa.or_(k.c.destroyed_us.is_not(None), k.c.wrapped.is_(None))
+                        )
+                    ).all()
+            except (sa.exc.SQLAlchemyError, StorageError) as exc:
+                # a role that may not read the run keys: envelopes as stored, never a crash
+                log.warning("the run keys could not be read (%s): encrypted payloads are "
+                            "shown as stored, erased ones too", exc)  # fmt: skip
+                rows = []
             self._gone = {
                 str(r.run_id): _Destroyed(str(r.record_id or ""), str(r.reason or "erased"))
                 for r in rows
@@ -585,17 +604,33 @@ def _create_mode(sink: Any, t: ShredTables, wrapper: KeyWrapper) -> tuple[str, s
     """Record shredding mode in a new ledger (refused when an event arrived meanwhile)."""
     writing: AbstractContextManager[sa.Connection] = sink._tree_writing()
     with writing as conn:
-        mode = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
-        if mode is not None:
-            return str(mode[0]), str(mode[1])
-        if conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is not None:
-            raise PayloadKeyError(
-                "the ledger received events while it was being created; open it again"
-            )
-        conn.execute(
-            t.mode.insert().values(
-                id=1, scheme=SCHEME, key_id=wrapper.key_id, created_us=time.time_ns() // 1000
-            )
+        return _record_mode(conn, sink, t, wrapper.key_id, created=True)
+
+
+def _record_mode(
+    conn: sa.Connection, sink: Any, t: ShredTables, key_id: str, *, created: bool
+) -> tuple[str, str]:
+    """The ledger's payload mode, recorded in ``conn``'s transaction when no row holds it
+    and the ledger holds no event (an event stored in clear first makes it a ledger in
+    clear for good: ``PayloadKeyError``)."""
+    mode = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
+    if mode is not None:
+        return str(mode[0]), str(mode[1])
+    if conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is not None:
+        raise PayloadKeyError(
+            "the ledger received events while it was being created; open it again"
+            if created
+            else "this ledger holds events stored in clear and no record of crypto-shredding "
+            "(the transaction that recorded it was rolled back), so nothing was written; "
+            "open it without a payload key"
         )
-    log.info("ledger created in shredding mode (payload key %s)", wrapper.key_id)
-    return SCHEME, wrapper.key_id
+    conn.execute(
+        t.mode.insert().values(
+            id=1, scheme=SCHEME, key_id=key_id, created_us=time.time_ns() // 1000
+        )
+    )
+    if created:
+        log.info("ledger created in shredding mode (payload key %s)", key_id)
+    else:
+        log.warning("the ledger's shredding mode was recorded again (payload key %s)", key_id)
+    return SCHEME, key_id

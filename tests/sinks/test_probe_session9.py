@@ -1,8 +1,8 @@
 """Probes of session 9: the keyless reader's payload-mode settle (e0b92b5), the id and
 filter column checks of ``parse_row``, and the tool index in commit order (c13b494).
 
-Each ``xfail(strict=True)`` pins a defect found; it fails (XPASS) once the defect is
-fixed. The passing tests hold behaviour the suites did not cover."""
+Each test pinned a defect found by a hostile review (as a strict xfail) and passes
+since it was fixed, or holds behaviour the suites did not cover."""
 
 from __future__ import annotations
 
@@ -54,12 +54,6 @@ def _reader(store: Store, engine: sa.Engine | None = None) -> Any:
 # --- the keyless reader's first row reads the payload mode ----------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_KeylessDecode._settle catches sa.exc.SQLAlchemyError, but the sinks' "
-    "_reading() turns every DBAPIError into StorageError, so a payload_mode that cannot "
-    "be read makes every read of a ledger in clear raise instead of keeping the hook",
-)
 def test_a_clear_ledger_reads_when_its_payload_mode_cannot_be_read(
     store: Store, run_id: str
 ) -> None:
@@ -76,12 +70,6 @@ def test_a_clear_ledger_reads_when_its_payload_mode_cannot_be_read(
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="a role granted SELECT on events (and the version table) read a ledger in "
-    "clear before e0b92b5; now its first row reads payload_mode and the read fails with "
-    "'permission denied for table payload_mode' (the hook's fallback never catches it)",
-)
 def test_a_role_that_may_read_only_the_events_still_reads_them(
     pg_store: Store, pg_engine: sa.Engine, run_id: str
 ) -> None:
@@ -110,14 +98,6 @@ def test_a_role_that_may_read_only_the_events_still_reads_them(
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="PostgresSink(connection, payload_key=...) records the shredding mode in the "
-    "caller's transaction; when the caller rolls it back the sink still seals, so the "
-    "ledger holds envelopes and run keys but no payload_mode row: the key holder is "
-    "refused ('created without crypto-shredding') and keyless readers settle to "
-    "parse_row (the premise of e0b92b5's settle is false)",
-)
 def test_a_rolled_back_opening_does_not_leave_sealed_payloads_in_a_clear_ledger(
     pg_store: Store, key: FileKeyWrapper, run_id: str
 ) -> None:
@@ -179,13 +159,6 @@ def test_readers_in_threads_settling_at_once_show_the_erased_run_erased(
     assert seen == [(None, (done.record_id,), '{"encrypted":"aes-256-gcm","no')] * 8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a sink opened for writing without the payload key (SQLiteSink(path), the "
-    "default) gets Payloads(wrapper=None), whose decode_row returns envelopes as stored: "
-    "an erased run's payloads show as ciphertext with erased=None, where a keyless "
-    "reader (and the keyed writer) show them erased by the record",
-)
 def test_a_writer_without_the_key_shows_an_erased_run_erased(
     sqlite_store: Store, key: FileKeyWrapper, run_id: str
 ) -> None:
@@ -245,12 +218,6 @@ def test_tool_queries_with_every_bound_match_a_filter_of_all_events(
             assert limited == expected[: PAGE_SIZE + 3], query
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ledger db copy` of an intact ledger one index-only revision behind (0006) "
-    "says it 'fails its checks' and offers --allow-damaged (which then fails asking for "
-    "`ledger db upgrade`); it should say the schema is behind and to upgrade it",
-)
 def test_copying_a_ledger_one_revision_behind_says_to_upgrade_it(
     sqlite_store: Store, run_id: str, tmp_path: Path
 ) -> None:
