@@ -416,12 +416,18 @@ class SQLReader(Closing):
                 rows = conn.execute(query).all()
             yield from map(_summary, rows)
             return
-        with self._reading() as conn:  # a connection of our own, streamed in pages
-            result = conn.execute(query.execution_options(yield_per=PAGE_SIZE))
-            try:
-                yield from map(_summary, result)
-            finally:  # a row that raises (or a caller that stops) leaves no cursor open
-                result.close()
+        with self._reading() as conn:  # a connection of our own, streamed
+            yield from map(_summary, self._streamed(conn, query))
+
+    def _streamed(self, conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Any]:
+        """The rows of ``query`` (attribute access by label), streamed in pages of
+        ``PAGE_SIZE`` (a server-side cursor where the driver has one); a row that
+        raises, or a caller that stops, leaves no cursor open."""
+        result = conn.execute(query.execution_options(yield_per=PAGE_SIZE))
+        try:
+            yield from result
+        finally:
+            result.close()
 
     def _runs_query(
         self, where: list[Any], limit: int | None, newest: bool = False
