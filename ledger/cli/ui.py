@@ -59,9 +59,9 @@ def ui(db: str, port: int, host: str, allow_remote: bool) -> None:
                 f"port {port} is in use on {host}: pick another with --port (0 picks a free one)"
             ) from None
         raise
-    click.echo(f"ledger ui: {viewer.url}  (read-only; Ctrl-C stops it)")
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does
-    try:
+    try:  # from the first line on, a signal always reaches close(): no thread is left
+        click.echo(f"ledger ui: {viewer.url}  (read-only; Ctrl-C stops it)")
         viewer.wait()
     except KeyboardInterrupt:
         click.echo("ledger ui: stopped", err=True)
