@@ -59,14 +59,18 @@ def ui(db: str, port: int, host: str, allow_remote: bool) -> None:
                 f"port {port} is in use on {host}: pick another with --port (0 picks a free one)"
             ) from None
         raise
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does
+    # `kill` stops it as Ctrl-C does, and Ctrl-C does even when the parent started it
+    # with SIGINT ignored or blocked (both are inherited across exec)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:  # from the first line on, a signal always reaches close(): no thread is left
         click.echo(f"ledger ui: {viewer.url}  (read-only; Ctrl-C stops it)")
         viewer.wait()
     except KeyboardInterrupt:
         click.echo("ledger ui: stopped", err=True)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         viewer.close()
 
 

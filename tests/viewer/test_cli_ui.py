@@ -72,3 +72,22 @@ def test_ledger_ui_refuses_a_missing_ledger(tmp_path: Path) -> None:
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "no ledger" in err
     assert not (tmp_path / "none.db").exists()
+
+
+def test_ledger_ui_stops_on_sigint_when_started_with_it_ignored(tmp_path: Path) -> None:
+    """A parent that ignores SIGINT (a shell's background job, say) passes that on
+    across exec; Ctrl-C (or ``kill -INT``) must still stop the viewer."""
+    filled = fill(sqlite_url(tmp_path / "l.db"), tmp_path / "work", paged=3)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "ui", "--db", filled.url, "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert "http://127.0.0.1:" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped" in err
