@@ -40,6 +40,14 @@ ZERO_ID = "00000000000000000000000000"
 EID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
+def _fast(text: object) -> Event | None:
+    """The compact path's event (``ledger.model.codec._compact``), None when it declines."""
+    from ledger.model.codec import _compact
+
+    found = _compact(Event, text)
+    return None if found is None else found[0]
+
+
 def _keys(text: str) -> list[str]:
     pairs: list[tuple[str, Any]] = json.loads(text, object_pairs_hook=lambda p: p)
     return [k for k, _ in pairs]
@@ -582,15 +590,10 @@ def test_ref_sources_survive_reading(source: str) -> None:
 def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     import orjson
 
-    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import Event as _E
-
-    def _decode_compact(text: object) -> object:
-        return _dc(_E, text)
 
     text = ev.to_json()
-    fast = _decode_compact(text)
+    fast = _fast(text)
     raws = [r for r in (ev.args, ev.result) if r is not None]
     if fast is None:  # only raw text that orjson would not write back verbatim declines
         assert any(orjson.dumps(orjson.loads(r)).decode() != r for r in raws)
@@ -599,7 +602,7 @@ def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     assert fast == exact == ev
     assert (fast.args, fast.result) == (exact.args, exact.result)
     assert [type(r.source) for r in fast.refs] == [type(r.source) for r in exact.refs]
-    assert _decode_compact(text.encode("utf-8")) == ev
+    assert _fast(text.encode("utf-8")) == ev
 
 
 @pytest.mark.parametrize(
@@ -627,14 +630,9 @@ def test_compact_decoding_equals_the_exact_scanner(ev: Event) -> None:
     ],
 )
 def test_compact_decoding_declines_what_it_cannot_vouch_for(line: str) -> None:
-    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import Event as _E
 
-    def _decode_compact(text: object) -> object:
-        return _dc(_E, text)
-
-    assert _decode_compact(line) is None
+    assert _fast(line) is None
     try:
         exact: Event | None = event_from_json(Event, line)
     except ValidationError:
@@ -746,17 +744,12 @@ def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
 ) -> None:
     import orjson
 
-    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import Event as _E
-
-    def _decode_compact(text: object) -> object:
-        return _dc(_E, text)
 
     line = orjson.dumps(
         {"event_id": EID, "time": "2026-01-02T03:04:05Z", "kind": kind} | members
     ).decode()
-    fast = _decode_compact(line)
+    fast = _fast(line)
     if fast is None:
         return
     exact = event_from_json(Event, line)  # raises if the fast path accepted a bad line
@@ -766,12 +759,10 @@ def test_compact_decoding_never_accepts_what_the_exact_path_refuses(
 
 @pytest.mark.parametrize("extra", ['"x"', '{"a":[1,{"b":null}]}', "1.5", "[]"])
 def test_compact_decoding_leaves_out_unknown_members_as_the_exact_path_does(extra: str) -> None:
-    from ledger.model.codec import _decode_compact as _dc
     from ledger.model.codec import event_from_json
-    from ledger.model.event import Event as _E
 
     line = _minimal(args='{"a":1}', extra=extra)
-    fast = _dc(_E, line)
+    fast = _fast(line)
     assert fast is not None
     assert fast == event_from_json(Event, line) == Event.from_json(_minimal(args='{"a":1}'))
 
@@ -833,10 +824,10 @@ def test_the_fast_decode_makes_exactly_the_event_the_validating_constructor_make
     import dataclasses
     import pickle
 
-    from ledger.model.codec import _decode_compact, event_from_json
+    from ledger.model.codec import event_from_json
 
     text = ev.to_json()
-    fast = _decode_compact(Event, text)
+    fast = _fast(text)
     if fast is None:  # only raw args/result that orjson would not write back verbatim
         return
     checked = Event(**{f.name: getattr(ev, f.name) for f in dataclasses.fields(Event)})
@@ -867,8 +858,6 @@ def test_the_fast_decode_makes_exactly_the_event_the_validating_constructor_make
 def test_an_empty_actor_reads_as_no_actor_on_every_path() -> None:
     line = _minimal(actor="{}")
     assert Event.from_json(line).actor is None
-    from ledger.model.codec import _decode_compact
-
-    assert _decode_compact(Event, line) is None  # the exact path decides
+    assert _fast(line) is None  # the exact path decides
     assert Event.from_json(_minimal(actor='{"principal":"p"}')).actor == Actor(principal="p")
     assert Event.from_json(line).actor is None  # after a cached actor too

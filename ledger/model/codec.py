@@ -406,13 +406,6 @@ _TWINS: dict[type, bool] = {}
 _REF_TWIN = _swappable(_RefSlots, Ref)
 
 
-def _decode_compact(cls: type[E], text: object) -> E | None:
-    """The event in ``text`` when ``text`` is compact JSON of a well-formed event, else
-    None (:func:`_compact` without the id text)."""
-    found = _compact(cls, text)
-    return None if found is None else found[0]
-
-
 def _compact(cls: type[E], text: object) -> tuple[E, str] | None:
     """The event in ``text``, with its ``event_id`` member's text, when ``text`` is
     compact JSON (as ``to_json`` writes it) of a well-formed event, else None (the caller
