@@ -68,7 +68,7 @@ from ledger.sinks.rows import (
     to_micros,
 )
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
-from ledger.timefmt import format_duration, format_time, parse_duration, utc_now
+from ledger.timefmt import format_duration, format_time, parse_duration, parse_time, utc_now
 
 __all__ = [
     "PAGE",
@@ -838,17 +838,33 @@ class Retention:
     # --- erasure ----------------------------------------------------------------------
 
     def erasures(
-        self, *, since: datetime | None = None, until: datetime | None = None
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        touching: bool = False,
     ) -> list[ErasureRecord]:
-        """The erasures made in ``[since, until)``, oldest first."""
+        """The erasures made in ``[since, until)``, oldest first; with ``touching``, also
+        those made at any other time that selected events of ``[since, until)`` (what a
+        report of that window must account for: its erased events)."""
         e = self._t.erasures
         query = sa.select(e).order_by(e.c.at_us, e.c.record_id)
-        if since is not None:
-            query = query.where(e.c.at_us >= to_micros(since, "since"))
-        if until is not None:
-            query = query.where(e.c.at_us < to_micros(until, "until"))
+        lo = None if since is None else to_micros(since, "since")
+        hi = None if until is None else to_micros(until, "until")
+        if not touching:
+            if lo is not None:
+                query = query.where(e.c.at_us >= lo)
+            if hi is not None:
+                query = query.where(e.c.at_us < hi)
         with self._reading() as conn:
             rows = conn.execute(query).all()
+            if touching:
+                rows = [
+                    r
+                    for r in rows
+                    if ((lo is None or r.at_us >= lo) and (hi is None or r.at_us < hi))
+                    or self._selects_in(conn, json.loads(r.selection), lo, hi)
+                ]
         return [
             ErasureRecord(
                 record_id=str(r.record_id),
@@ -863,6 +879,27 @@ class Retention:
             )
             for r in rows
         ]
+
+    def _selects_in(
+        self, conn: sa.Connection, selection: dict[str, Any], lo: int | None, hi: int | None
+    ) -> bool:
+        """True when the erasure ``selection`` (as its record states it) takes an event
+        whose time is in ``[lo, hi)`` (Unix µs; None: open). Erased rows keep their run
+        id and time, so the index columns answer it."""
+        t = self._events
+        where = [t.c.time_us >= lo] if lo is not None else []
+        where += [t.c.time_us < hi] if hi is not None else []
+        if "run_id" in selection:
+            where.append(t.c.run_id == str(selection["run_id"]))
+        elif "before" in selection:
+            where += [t.c.time_us < to_micros(parse_time(selection["before"])),
+                      _not_admin(t.c.run_id)]  # fmt: skip
+        else:
+            ids = [str(i) for i in selection.get("event_ids", ())]
+            if not ids:
+                return False
+            where.append(_in_chunks(t.c.event_id, ids))
+        return conn.execute(sa.select(t.c.seq).where(*where).limit(1)).first() is not None
 
     def erase(
         self,
@@ -946,7 +983,12 @@ class Retention:
                 self._check_floor(conn, where, state, txn.now)
                 self._check_holds(conn, where, holds)
                 raise refuse("a selected event is inside the floor or under a hold") from None
-            if selection.run_id is not None and not erased and not already:
+            if (
+                selection.run_id is not None
+                and not erased
+                and not already
+                and not self._run_exists(conn, selection.run_id)  # none held the fields
+            ):
                 raise refuse(
                     f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
                 )
@@ -1166,6 +1208,7 @@ class Retention:
         erased = already = 0
         cursor = -(1 << 62)
         want = set(wanted)
+        whole = want == set(ALL_FIELDS)
         cutoff, check_holds = guard.cutoff, guard.active
         make, sha256, note, vouch = maker.make, hashlib.sha256, digest.update, stones.update
         while True:
@@ -1214,6 +1257,8 @@ class Retention:
                 if stated != (run_id, time_us):
                     raise _index_changed(seq, event_id, run_id, time_us, stated)
                 done = stone is not None and want <= set(stone.fields)
+                if not done and not whole and not maker.changes(orjson.loads(data)):
+                    continue  # it holds none of the fields: left as it is, not listed
                 if each is not None:
                     event = Event.from_json(data)
                     each(
@@ -1282,6 +1327,8 @@ def _fast_page(
     except orjson.JSONDecodeError:
         return None
     if list(map(_obj_key, objs)) != list(zip(runs, times, strict=True)):
+        return None
+    if not all(map(maker.changes, objs)):  # a row the erasure leaves as it is
         return None
     keys = [i.to_bytes(8, "big") for i in indexes]
     made = maker.make_page(raws, leaves, objs)

@@ -81,6 +81,18 @@ class TombstoneMaker:
         self._plans: dict[tuple[str, ...], _Plan | None] = {}
         self._page_plans: dict[tuple[str, ...], _PagePlan | None] = {}
 
+    def changes(self, obj: object) -> bool:
+        """True when this erasure takes something from the stored event ``obj`` (its
+        parsed JSON): always when it erases whole events; a field-level erasure only
+        when ``obj`` holds one of its fields (a member; empty values are not stored),
+        so a ``run_end`` is left as it is by an erasure of ``args`` and ``result``.
+
+        >>> maker = TombstoneMaker(fields=["args", "result"], record="0" * 26, reason="r")
+        >>> maker.changes({"kind": "run_end"}), maker.changes({"kind": "action", "args": {}})
+        (False, True)
+        """
+        return self._whole or (type(obj) is dict and any(f in obj for f in self._fields))
+
     def make(self, data: bytes, leaf_hex: str) -> tuple[str, str | None, bool]:
         """``(tombstone JSON, content hash or None, has_err)`` for the stored bytes
         ``data`` whose leaf hash is ``leaf_hex``: ``erase_stored``'s result exactly."""
