@@ -328,15 +328,7 @@ def events(
         for e in found:
             count += 1
             last = str(e.event_id)
-            detail = clip(
-                erased_text(e, "args", "result")
-                or e.err
-                or e.reason
-                or e.result
-                or e.args
-                or e.preview,
-                60,
-            )
+            detail = clip(_detail(e), 60)
             cells = [human_time(e.time)]
             cells += [escape(e.run_id)] if run_id is None else []
             cells += [
@@ -509,6 +501,17 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
     if failed:
         click.echo(f"{failed} ref(s) drifted or missing", err=True)
         raise SystemExit(1)
+
+
+def _detail(e: Event) -> str:
+    """What the events table shows of an event: its error, reason, result, args or
+    preview, the first it has; an erased one as ``[erased: <reason>]`` in its place, so
+    a field-level erasure of ``args`` leaves a denial's reason readable."""
+    for name in ("err", "reason", "result", "args", "preview"):
+        text: str = erased_text(e, name) or getattr(e, name) or ""
+        if text:
+            return text
+    return ""
 
 
 DRIFT_COLUMNS = ("state", "source", "id", "hash", "current_hash", "detail")

@@ -20,6 +20,7 @@ with nothing changed; a usage error exits 2.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,8 +28,16 @@ from typing import Any
 
 import click
 
-from ledger.cli.common import db_option, emit_json, human_time, json_option, stdout
+from ledger.cli.common import (
+    check_window,
+    db_option,
+    emit_json,
+    human_time,
+    json_option,
+    stdout,
+)
 from ledger.errors import ValidationError
+from ledger.report.retention import one_line
 
 __all__ = ["register"]
 
@@ -209,8 +218,10 @@ def retention_show(db: str, as_json: bool) -> None:
         d = s.policy.to_dict()
         signed = f", signed by {s.signed_by}" if s.signed_by else ""
         out.print(
-            f"  v{s.version} {human_time(s.set_at)} by {s.set_by}: keep {d['keep']}, "
-            f"floor {d['floor']}{signed}: {s.reason}",
+            one_line(
+                f"  v{s.version} {human_time(s.set_at)} by {s.set_by}: keep {d['keep']}, "
+                f"floor {d['floor']}{signed}: {s.reason}"
+            ),
             soft_wrap=True,
             markup=False,
         )
@@ -243,12 +254,13 @@ def hold_add(
     as_json: bool,
 ) -> None:
     """Place a legal hold on a run (--run) or a time range (--since/--until)."""
+    check_window(since, until)
     with _retention(db, write=True) as r:
         h = r.add_hold(run_id=run_id, since=since, until=until, reason=reason, by=by)
     if as_json:
         emit_json(h.to_dict())
         return
-    click.echo(f"hold {h.hold_id} on {h.describe()}")
+    click.echo(one_line(f"hold {h.hold_id} on {h.describe()}"))
 
 
 @hold.command("release", short_help="Release a hold by its id.")
@@ -283,17 +295,11 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
     for h in holds:
         state = "active" if h.active else f"released {human_time(h.released)}"
         click.echo(
-            f"{h.hold_id}  {h.describe()}  {state}  by {_line(h.created_by)} "
-            f"{human_time(h.created)}: {_line(h.reason)}"
+            one_line(
+                f"{h.hold_id}  {h.describe()}  {state}  by {h.created_by} "
+                f"{human_time(h.created)}: {h.reason}"
+            )
         )
-
-
-def _line(text: str) -> str:
-    """``text`` on one line: a line break, a line separator or any other character that
-    does not print shown escaped, so a reason cannot forge a line of the listing."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # --- ledger erase ----------------------------------------------------------------------
@@ -345,12 +351,21 @@ def erase(
             lines.append(s.to_dict())
         elif dry_run:
             mark = " (already erased)" if s.already else ""
-            click.echo(
-                f"{s.event_id}  {s.run_id or '-'}  {s.kind}  {s.tool or '-'}  "
-                f"{format_time(s.time)}{mark}"
+            listing.write(
+                one_line(
+                    f"{s.event_id}  {s.run_id or '-'}  {s.kind}  {s.tool or '-'}  "
+                    f"{format_time(s.time)}{mark}"
+                )
+                + "\n"
             )
 
-    with _retention(db, write=True) as r:
+    # what a dry run lists is printed once the erasure was judged whole: a refusal
+    # part-way (a row changed outside the ledger, say) lists nothing. Kept in a file
+    # past 1 MiB, so a dry run of millions of rows stays flat in memory.
+    with (
+        tempfile.SpooledTemporaryFile(max_size=1 << 20, mode="w+", encoding="utf-8") as listing,
+        _retention(db, write=True) as r,
+    ):
         if expired:
             state = r.policy()
             if state is None:
@@ -372,10 +387,13 @@ def erase(
             dry_run=dry_run,
             each=each if as_json or dry_run else None,
         )
+        listing.seek(0)
+        for line in listing:
+            click.echo(line, nl=False)
     if as_json:
         emit_json({**outcome.to_dict(), "events": lines})
         return
-    what = selection.describe()
+    what = one_line(selection.describe())
     if outcome.shredded:
         click.echo(
             f"{'dry run: would destroy' if dry_run else 'destroyed'} the data key of {what}: "

@@ -9,7 +9,10 @@ Read from the ledger's retention tables (:mod:`ledger.retention`), after checkin
 against the retention records in the log (``tables_changed`` says why they disagree: a
 report showing a floor or holds forged by SQL is then not compliant); None for a ledger
 that keeps none (JSONL, memory). Holds are listed when they stood at any time in the
-window; policy changes and erasures when they were made in it.
+window; policy changes when they were made in it; erasures when they were made in it or
+erased events of it (a window of last year's events shows this year's erasure of them).
+The policy is the one in force at the window's end; when none was but one was set later,
+``current`` is that one (the erasures of the window were made under it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ledger.retention.rules import Hold
 from ledger.retention.store import ErasureRecord, PolicyState, Retention
 from ledger.timefmt import format_time
 
-__all__ = ["RetentionSection", "retention_section"]
+__all__ = ["RetentionSection", "one_line", "retention_section"]
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,15 @@ class RetentionSection:
     erasures: tuple[ErasureRecord, ...]
     # why the retention tables (what this section shows) are not the log's records, or ""
     tables_changed: str = ""
+    # the policy in force now, when none was at the window's end (set after it), else None
+    current: PolicyState | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Stable field names (the report's ``retention`` member)."""
         return {
             "tables_changed": self.tables_changed,
             "policy": None if self.policy is None else self.policy.to_dict(),
+            "policy_set_after_window": None if self.current is None else self.current.to_dict(),
             "policy_changes": [p.to_dict() for p in self.changes],
             "holds": [h.to_dict() for h in self.holds],
             "erasures": [e.to_dict() for e in self.erasures],
@@ -53,13 +59,26 @@ class RetentionSection:
         }
 
     def lines(self) -> list[str]:
-        """The section as plain lines (the text and CSV reports).
+        """The section as plain lines (the text and CSV reports), each one line
+        whatever the reasons and names in it hold (:func:`one_line`).
 
         >>> RetentionSection(policy=None, changes=(), holds=(), erasures=()).lines()[0]
         'retention policy: none set (nothing may be erased)'
         """
+        return [one_line(line) for line in self._lines()]
+
+    def _lines(self) -> list[str]:
         warning = [f"RETENTION TABLES CHANGED: {self.tables_changed}"] * bool(self.tables_changed)
-        if self.policy is None:
+        if self.policy is None and self.current is not None:
+            c = self.current
+            p = c.policy.to_dict()
+            out = [
+                *warning,
+                f"retention policy: none in force in the window; v{c.version} was set after "
+                f"it, {format_time(c.set_at)} by {c.set_by}: keep {p['keep']}, floor "
+                f"{p['floor']} ({c.reason})",
+            ]
+        elif self.policy is None:
             out = [*warning, "retention policy: none set (nothing may be erased)"]
         else:
             p = self.policy.policy.to_dict()
@@ -89,7 +108,15 @@ class RetentionSection:
 
     def to_html(self) -> str:
         """The section of the HTML page."""
-        if self.policy is None:
+        if self.policy is None and self.current is not None:
+            c = self.current
+            policy = (
+                f"<p>No retention policy was in force in the window; version {c.version} was "
+                f"set after it, {escape(format_time(c.set_at))} by {escape(c.set_by)}: keep "
+                f"{escape(str(c.policy.to_dict()['keep']))}, floor "
+                f"{escape(str(c.policy.to_dict()['floor']))} ({escape(c.reason)}).</p>"
+            )
+        elif self.policy is None:
             policy = "<p>No retention policy is set: nothing may be erased.</p>"
         else:
             p = self.policy.policy.to_dict()
@@ -142,6 +169,19 @@ class RetentionSection:
         )
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: a line break, a line separator or any other character that
+    does not print is shown escaped, so a reason (or a run id, a name) given by whoever
+    made a record cannot forge a line of a listing that shows it.
+
+    >>> one_line("litigation\\nno legal hold")
+    'litigation\\\\nno legal hold'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _t(value: datetime | None) -> str:
     return "" if value is None else format_time(value)
 
@@ -174,7 +214,7 @@ def retention_section(
             if (until is None or h.created is None or h.created < until)
             and (since is None or h.released is None or h.released >= since)
         ]
-        erasures = r.erasures(since=since, until=until)
+        erasures = r.erasures(since=since, until=until, touching=True)
         changed = r.tables_changed()
     except LedgerError as exc:  # a ledger without the retention tables, say
         log.debug("the report has no retention section: %s", exc)
@@ -182,6 +222,7 @@ def retention_section(
     in_force = [p for p in history if until is None or p.set_at < until]
     return RetentionSection(
         policy=in_force[-1] if in_force else None,  # as it stood at the window's end
+        current=history[-1] if history and not in_force else None,
         changes=tuple(p for p in history if _in(p.set_at, since, until)),
         holds=tuple(holds),
         erasures=tuple(erasures),

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from ledger.errors import RetentionError, ValidationError
 from ledger.integrity.policy_change import lowers
-from ledger.timefmt import format_duration
+from ledger.timefmt import format_duration, format_time
 
 __all__ = [
     "Hold",
@@ -152,7 +152,10 @@ class Hold:
         if self.run_id is not None and not self.run_id:
             raise ValidationError("hold: the run id is empty")
         if self.since is not None and self.until is not None and self.since >= self.until:
-            raise ValidationError("hold: --since must be before --until")
+            raise ValidationError(
+                f"hold: empty time window: --since {format_time(self.since)} is not before "
+                f"--until {format_time(self.until)} (since is inclusive, until exclusive)"
+            )
 
     @property
     def active(self) -> bool:
@@ -171,8 +174,6 @@ class Hold:
 
     def describe(self) -> str:
         """``run r1`` or ``2026-01-01T00:00:00Z .. (open)``."""
-        from ledger.timefmt import format_time
-
         if self.run_id is not None:
             return f"run {self.run_id}"
         start = format_time(self.since) if self.since else "(open)"

@@ -295,10 +295,21 @@ def test_the_compliance_report_shows_policy_holds_and_erasures_and_stays_complia
     assert any(done.record_id in x and "GDPR Art. 17 request 42" in x for x in lines)
     csv_text = render_csv(report)
     assert "retention," in csv_text and "GDPR Art. 17 request 42" in csv_text
-    # a window before the erasure shows none, and the policy as it stood then: none yet
+    # a window of the erased run, long before the erasure: the erasure is listed (it
+    # took events of the window), the policy as it stood then is none, and the one it
+    # was made under is shown as set after the window
     early = build_report(sink, until=datetime(2025, 6, 1, tzinfo=UTC))  # type: ignore[arg-type]
-    assert early.to_dict()["retention"]["erasures"] == []
-    assert early.to_dict()["retention"]["policy"] is None
+    section = early.to_dict()["retention"]
+    assert [e["record"] for e in section["erasures"]] == [done.record_id]
+    assert section["policy"] is None
+    assert section["policy_set_after_window"]["floor"] == "180d"
+    assert early.retention is not None
+    assert "none in force in the window" in early.retention.lines()[0]
+    # a window with none of the erased events, before the erasure: none listed
+    other = build_report(  # type: ignore[arg-type]
+        sink, since=datetime(2025, 1, 2, tzinfo=UTC), until=datetime(2025, 6, 1, tzinfo=UTC)
+    )
+    assert other.to_dict()["retention"]["erasures"] == []
 
 
 def test_vacuum_reclaims_space_and_keeps_every_row_and_the_tree(ledger_db: Ledger) -> None:
