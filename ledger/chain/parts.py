@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from ledger.model.event import Event
+from ledger.model.marks import failed, marked_safe
 from ledger.model.values import Ref, Verdict
 
 __all__ = [
@@ -47,15 +48,12 @@ class DecisionMark(StrEnum):
 
 def decision_mark(decision: Event) -> DecisionMark:
     """Classify a ``gate_decision``. It marks a safe read when its verdict is ``allowed``
-    and it is marked safe: label ``safe`` or ``safe:<policy>`` (this gate's form), or a
-    reason starting ``safe tool`` (the reference's wording); all case-insensitive."""
+    and it is marked safe (:func:`ledger.model.marks.marked_safe`: label ``safe`` or
+    ``safe:<policy>``, or a reason starting ``safe tool``, or, their text erased, what
+    the tombstone kept of that)."""
     if decision.verdict in DENIED:
         return DecisionMark.DENIED
-    label = decision.label.lower()
-    safe = label == "safe" or label.startswith("safe:")
-    if decision.verdict is Verdict.ALLOWED and (
-        safe or decision.reason.lower().startswith("safe tool")
-    ):
+    if decision.verdict is Verdict.ALLOWED and marked_safe(decision):
         return DecisionMark.SAFE
     return DecisionMark.NOT_SAFE
 
@@ -155,17 +153,19 @@ class Action:
 
     @property
     def outcome(self) -> str:
-        """``denied``, ``failed`` (the tool raised), ``succeeded``, ``no_result``, or
-        ``erased`` (the result's ``err`` was erased: whether the tool failed is no
-        longer known, so it is not called a success)."""
+        """``denied``, ``failed`` (the tool raised; also when its ``err`` was erased
+        since, as the tombstone keeps), ``succeeded``, ``no_result``, or ``erased`` (the
+        result's ``err`` was erased by a tombstone that did not keep whether it failed,
+        one written before that was kept: it is not called a success)."""
         if self.denied:
             return "denied"
         if self.result is None:
             return "no_result"
-        if self.result.err:
+        if failed(self.result):
             return "failed"
         gone = self.result.erased
-        return "erased" if gone is not None and "err" in gone.fields else "succeeded"
+        unknown = gone is not None and "err" in gone.fields and gone.had_err is None
+        return "erased" if unknown else "succeeded"
 
 
 class _ActionSlots:

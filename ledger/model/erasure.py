@@ -15,13 +15,23 @@ An erasure (``ledger erase``) replaces an event's stored bytes with a *tombstone
 same event with its content fields removed and one more member, ``erased``::
 
     "erased": {"fields": ["args", "result"],         the fields that were removed
+               "had_err": false,                      (with err) whether it held one
                "leaf_hash": "<64 hex>",               the event's original leaf hash
+               "marked_safe": true,                   (a decision's label or reason)
                "records": ["<erasure record id>"],    the erasures that removed them
                "reason": "GDPR Art. 17 request 42"}   the latest erasure's reason
 
 What a tombstone always keeps (:data:`KEPT_FIELDS`): the event id, run id, call id,
 time, kind, tool, verdict and duration, so chains still pair intents with results and
-reports still count actions and denials. A field-level erasure removes only the fields
+reports still count actions and denials. Two facts of the erased fields stay too, since
+the chain and the report are built from them and neither is the erased text: when
+``err`` goes, whether the event held one (``had_err``: the call failed, see
+:func:`ledger.model.marks.failed`), and when a ``gate_decision``'s ``label`` or
+``reason`` goes, whether they marked a safe read (``marked_safe``, see
+:func:`ledger.model.marks.marks_safe`). An erased run reads as it read before: its safe
+reads are still safe reads, its failed calls still failed. (A tombstone written before
+these members were kept has neither: its failure is then unknown, and its decision not
+marked safe.) A field-level erasure removes only the fields
 named (``args`` and ``result``, say); a whole erasure removes every field of
 :data:`ALL_FIELDS`. The leaf hash is the one the Merkle log stored for the event when it
 was committed (its level-0 node), so the tree, its checkpoints and every proof still
@@ -43,6 +53,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from ledger.errors import ValidationError
+from ledger.model.marks import marks_safe, stated_failed
 from ledger.timefmt import parse_duration, parse_time
 
 __all__ = [
@@ -58,6 +69,7 @@ __all__ = [
     "erased_text",
     "erasure_digest",
     "hold_change",
+    "kept_facts",
     "policy_floor",
     "record_summary",
     "retention_record",
@@ -99,6 +111,14 @@ class _Erasable(Protocol):
     @property
     def event_id(self) -> object: ...
     @property
+    def kind(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def err(self) -> str: ...
+    @property
     def erased(self) -> Erasure | None: ...
     def replace(self, **changes: Any) -> Any: ...
 
@@ -119,6 +139,12 @@ class Erasure:
     leaf_hash: str
     records: tuple[str, ...]
     reason: str
+    had_err: bool | None = None
+    """Whether the event held an ``err`` (its call failed); set when ``err`` is erased
+    (None: not known, as in a tombstone written before it was kept)."""
+    marked_safe: bool | None = None
+    """Whether a ``gate_decision``'s ``label`` or ``reason`` marked a safe read; set when
+    either is erased (None: not known)."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.fields if f not in ALL_FIELDS]
@@ -127,6 +153,15 @@ class Erasure:
                 f"erased.fields: {list(self.fields)!r} must name fields among "
                 f"{', '.join(ALL_FIELDS)}"
             )
+        for name, value, needs in (
+            ("had_err", self.had_err, ("err",)),
+            ("marked_safe", self.marked_safe, ("label", "reason")),
+        ):
+            if value is not None and (type(value) is not bool or not set(needs) & set(self.fields)):
+                raise ValidationError(
+                    f"erased.{name}: {value!r} must be true or false, and only when "
+                    f"{' or '.join(needs)} is among the erased fields"
+                )
         if len(self.leaf_hash) != 64 or self.leaf_hash.strip("0123456789abcdef"):
             raise ValidationError(f"erased.leaf_hash: {self.leaf_hash!r} is not 64 hex digits")
         if not self.records or not all(isinstance(r, str) and len(r) == 26 for r in self.records):
@@ -140,13 +175,16 @@ class Erasure:
         return set(self.fields) == set(ALL_FIELDS)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON member, in a fixed order."""
-        return {
-            "fields": list(self.fields),
-            "leaf_hash": self.leaf_hash,
-            "records": list(self.records),
-            "reason": self.reason,
-        }
+        """The JSON member, its members in sorted order (as RFC 8785 orders them)."""
+        out: dict[str, Any] = {"fields": list(self.fields)}
+        if self.had_err is not None:
+            out["had_err"] = self.had_err
+        out["leaf_hash"] = self.leaf_hash
+        if self.marked_safe is not None:
+            out["marked_safe"] = self.marked_safe
+        out["records"] = list(self.records)
+        out["reason"] = self.reason
+        return out
 
     @classmethod
     def from_dict(cls, value: object) -> Erasure:
@@ -160,12 +198,62 @@ class Erasure:
             or not isinstance(records, list)
             or not isinstance(leaf, str)
             or not isinstance(reason, str)
-            or set(value) != {"fields", "leaf_hash", "records", "reason"}
+            or not _REQUIRED <= set(value) <= _MEMBERS
         ):
             raise ValidationError(
-                "erased: expected {fields: [...], leaf_hash: hex, records: [...], reason: text}"
+                "erased: expected {fields: [...], leaf_hash: hex, records: [...], reason: "
+                "text} and, when err, a label or a reason went, had_err or marked_safe"
             )
-        return cls(fields=tuple(fields), leaf_hash=leaf, records=tuple(records), reason=reason)
+        return cls(
+            fields=tuple(fields),
+            leaf_hash=leaf,
+            records=tuple(records),
+            reason=reason,
+            had_err=value.get("had_err"),
+            marked_safe=value.get("marked_safe"),
+        )
+
+
+_REQUIRED = frozenset(("fields", "leaf_hash", "records", "reason"))
+_MEMBERS = _REQUIRED | {"had_err", "marked_safe"}
+
+
+def kept_facts(
+    *, kind: object, label: object, reason: object, err: object, fields: Iterable[str],
+    before: Erasure | None,
+) -> tuple[bool | None, bool | None]:  # fmt: skip
+    """``(had_err, marked_safe)`` of a tombstone erasing ``fields`` (with those of an
+    earlier erasure, ``before``) from an event of ``kind`` whose ``label``, ``reason``
+    and ``err`` are as given (what is left of them): the one rule both
+    :func:`erase_fields` and :func:`erase_stored` follow.
+
+    An earlier erasure's facts stand (the fields they speak of are gone); a fact an
+    older tombstone did not keep stays unknown, except that a safe marker still
+    readable in the field left marks a safe read.
+
+    >>> kept_facts(kind="tool_result", label="", reason="", err="timeout",
+    ...            fields=ALL_FIELDS, before=None)
+    (True, None)
+    >>> kept_facts(kind="gate_decision", label="safe:ro", reason="", err="",
+    ...            fields=["label"], before=None)
+    (None, True)
+    """
+    gone = set(fields) | (set(before.fields) if before is not None else set())
+    text = [v if type(v) is str else "" for v in (label, reason, err)]
+    had_err: bool | None = None
+    if before is not None and "err" in before.fields:
+        had_err = before.had_err
+    elif "err" in gone:
+        had_err = bool(text[2])
+    marked: bool | None = None
+    if kind == "gate_decision" and {"label", "reason"} & gone:
+        if before is not None and before.marked_safe is not None:
+            marked = before.marked_safe
+        elif before is not None and {"label", "reason"} & set(before.fields):
+            marked = True if marks_safe(text[0], text[1]) else None
+        else:
+            marked = marks_safe(text[0], text[1])
+    return had_err, marked
 
 
 def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str, reason: str) -> E:
@@ -193,7 +281,22 @@ def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str
         wanted |= set(before.fields)
         records = (*before.records, record)
     ordered = tuple(f for f in ALL_FIELDS if f in wanted)
-    erasure = Erasure(fields=ordered, leaf_hash=leaf_hash, records=records, reason=reason)
+    had_err, marked = kept_facts(
+        kind=str(event.kind),
+        label=event.label,
+        reason=event.reason,
+        err=event.err,
+        fields=ordered,
+        before=before,
+    )
+    erasure = Erasure(
+        fields=ordered,
+        leaf_hash=leaf_hash,
+        records=records,
+        reason=reason,
+        had_err=had_err,
+        marked_safe=marked,
+    )
     erased: E = event.replace(**{f: _EMPTY[f] for f in ordered}, erased=erasure)
     return erased
 
@@ -396,23 +499,27 @@ def erase_stored(
         raise ValidationError("stored event JSON is not an object")
     wanted = set(fields)
     before = obj.pop("erased", None)
-    if before is None:  # the common case: one member built without the dataclass
-        ordered = [f for f in ALL_FIELDS if f in wanted]
-        member = {"fields": ordered, "leaf_hash": leaf_hash, "records": [record], "reason": reason}
-    else:
-        prior = Erasure.from_dict(before)
+    prior = None if before is None else Erasure.from_dict(before)
+    if prior is not None:
         if prior.leaf_hash != leaf_hash:
             raise ValidationError(
                 f"event {obj.get('event_id')}: its tombstone keeps leaf hash "
                 f"{prior.leaf_hash}, not {leaf_hash}; the row was changed outside the ledger"
             )
         wanted |= set(prior.fields)
-        member = Erasure(
-            fields=tuple(f for f in ALL_FIELDS if f in wanted),
-            leaf_hash=leaf_hash,
-            records=(*prior.records, record),
-            reason=reason,
-        ).to_dict()
+    get = obj.get
+    had_err, marked = kept_facts(
+        kind=get("kind"), label=get("label", ""), reason=get("reason", ""), err=get("err", ""),
+        fields=wanted, before=prior,
+    )  # fmt: skip
+    member = Erasure(
+        fields=tuple(f for f in ALL_FIELDS if f in wanted),
+        leaf_hash=leaf_hash,
+        records=(record,) if prior is None else (*prior.records, record),
+        reason=reason,
+        had_err=had_err,
+        marked_safe=marked,
+    ).to_dict()
     out = {k: v for k, v in obj.items() if k not in wanted}
     out["erased"] = member
     text = orjson.dumps(out).decode()
@@ -426,4 +533,4 @@ def erase_stored(
         if simple
         else None
     )
-    return text, digest, bool(out.get("err"))
+    return text, digest, stated_failed(out)

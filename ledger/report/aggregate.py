@@ -44,6 +44,7 @@ import sqlalchemy as sa
 from ledger.errors import CorruptRecord, ValidationError
 from ledger.integrity.merkle import Frontier
 from ledger.integrity.verify import LeafSource, VerifyResult, verify_stored
+from ledger.model.erasure import Erasure
 from ledger.model.values import OUTSIDE_RUN_PREFIX, Actor, Approval, Kind, Verdict, outside_any_run
 from ledger.report.calls import CallPass, Fact, FactRef, Tally, look_across, tally_parts
 from ledger.report.document import ComplianceReport
@@ -116,8 +117,9 @@ def _fact(row: Any, obj: dict[str, Any], actors: _Actors) -> Fact:
     approval = get("approval")
     reason = _text(get("reason", ""))
     gone = get("erased")  # a tombstone: its reason shown as erased, never as missing
-    if type(gone) is dict and "reason" in (gone.get("fields") or ()):
-        reason = f"[erased: {_text(gone.get('reason', ''))}]"
+    erasure = None if gone is None else Erasure.from_dict(gone)
+    if erasure is not None and "reason" in erasure.fields:
+        reason = f"[erased: {erasure.reason}]"
     return Fact(
         kind,
         row[1],
@@ -133,6 +135,7 @@ def _fact(row: Any, obj: dict[str, Any], actors: _Actors) -> Fact:
         actors.get(get("actor")) if kind is Kind.ACTION else None,
         None if approval is None else Approval.from_dict(approval),
         refs,
+        erasure,
     )
 
 

@@ -23,8 +23,9 @@ from typing import Any, NamedTuple, Protocol, cast
 
 from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
 from ledger.errors import CorruptRecord
-from ledger.model.erasure import erased_text
+from ledger.model.erasure import Erasure, erased_text
 from ledger.model.event import Event
+from ledger.model.marks import failed
 from ledger.model.values import Actor, Approval, Kind, Verdict, outside_any_run
 from ledger.report.hashes import each_event
 from ledger.report.listing import Capped
@@ -91,6 +92,8 @@ class Record(Protocol):
     def refs(self) -> Sequence[Any]: ...
     @property
     def principal(self) -> str: ...
+    @property
+    def erased(self) -> Erasure | None: ...
 
 
 class Fact(NamedTuple):
@@ -111,6 +114,7 @@ class Fact(NamedTuple):
     actor: Actor | None = None
     approval: Approval | None = None
     refs: tuple[FactRef, ...] = ()
+    erased: Erasure | None = None
 
     @property
     def principal(self) -> str:
@@ -327,7 +331,7 @@ class CallPass:
         stats = self.tool(e.tool or (intent.tool if intent is not None else ""))
         if intent is not None:
             self.results.add(key)
-            if e.err:
+            if failed(e):
                 stats.failed += 1
             else:
                 stats.succeeded += 1

@@ -26,7 +26,9 @@ from typing import Any
 import orjson
 
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
+from ledger.model.codec import decode_problem
 from ledger.model.event import Event
+from ledger.model.marks import stated_failed
 from ledger.sinks.base import Reader, StoredRow, StoredRows
 from ledger.timefmt import parse_time
 
@@ -107,7 +109,9 @@ def verify_row(
     found: dict[str, Any] | Sequence[Any],
 ) -> tuple[Any, str | None, str]:
     """``(parsed JSON, computed hash, problem)`` of one stored row; problem is empty when
-    the row is intact: its JSON matches its content hash and names its event id, and its
+    the row is intact: its JSON matches its content hash, names its event id and reads
+    back as an event as every reader decodes it (a row whose hash was recomputed over
+    an edit the readers refuse, a ``duration_ms`` of ``"5"`` say, is not intact), and its
     filter columns (``found``: by name, or their values in ``FILTER_COLUMNS`` order)
     agree with the JSON. The parsed JSON is None when the text does not parse as an
     object."""
@@ -133,6 +137,8 @@ def verify_row(
         return obj, computed, "stored JSON does not match its content hash: changed after writing"
     if named != event_id:
         return obj, computed, f"stored JSON names event {named!r}, the row says {event_id!r}"
+    if unreadable := decode_problem(Event, obj, text):
+        return obj, computed, f"stored JSON does not read back as an event: {unreadable}"
     if isinstance(found, dict):
         if _agrees(found, obj):
             return obj, computed, ""
@@ -188,7 +194,7 @@ def _agrees_values(found: Sequence[Any], obj: dict[str, Any]) -> bool:
         or get("kind") != kind
         or get("tool", "") != tool
         or (get("verdict") or None) != verdict
-        or bool(get("err")) != bool(has_err)
+        or stated_failed(obj) != bool(has_err)
     ):
         return False
     when = get("time")

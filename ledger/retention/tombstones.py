@@ -73,9 +73,13 @@ class TombstoneMaker:
         listed = orjson.dumps(list(self._fields)).decode()
         records = orjson.dumps([record]).decode()
         why = orjson.dumps(reason).decode()
-        # "erased":{"fields":[...],"leaf_hash":"<hex>","records":[...],"reason":"..."};
-        # in the RFC 8785 form its members are sorted (reason before records)
-        self._head = _literal('"erased":{"fields":' + listed + ',"leaf_hash":"')
+        # "erased":{"fields":[...],"had_err":false,"leaf_hash":"<hex>","records":[...],
+        # "reason":"..."}; in the RFC 8785 form its members are sorted (reason before
+        # records). The format strings serve rows with no err and no safe marker to keep:
+        # a row with an err member takes the general path (its plan is None), and so
+        # does a gate_decision (its marked_safe depends on its label and reason)
+        had_err = ',"had_err":false' if "err" in wanted else ""
+        self._head = _literal('"erased":{"fields":' + listed + had_err + ',"leaf_hash":"')
         self._tail = _literal('","records":' + records + ',"reason":' + why + "}")
         self._stail = _literal('","reason":' + why + ',"records":' + records + "}")
         self._plans: dict[tuple[str, ...], _Plan | None] = {}
@@ -101,7 +105,7 @@ class TombstoneMaker:
                 obj = orjson.loads(data)
             except orjson.JSONDecodeError:
                 obj = None
-            if type(obj) is dict:
+            if type(obj) is dict and obj.get("kind") != _DECISION:
                 keys = tuple(obj)
                 plan = self._plans.get(keys, _UNPLANNED)
                 if plan is _UNPLANNED:
@@ -139,7 +143,11 @@ class TombstoneMaker:
         out: list[Made] = []
         add = out.append
         for obj, data, leaf in zip(objs, datas, leaves, strict=True):
-            if type(obj) is dict and (clean or (b"\\" not in data and _MARK not in data)):
+            if (
+                type(obj) is dict
+                and (clean or (b"\\" not in data and _MARK not in data))
+                and obj.get("kind") != _DECISION
+            ):
                 keys = tuple(obj)
                 plan = get(keys, _UNPLANNED)
                 if plan is _UNPLANNED:
@@ -179,7 +187,7 @@ class TombstoneMaker:
     def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
         """The format strings for rows whose members are ``keys`` (stored order), or
         None when such a row takes the general path."""
-        if not set(keys) <= _ERASABLE | _KEPT:
+        if not set(keys) <= _ERASABLE | _KEPT or "err" in keys:
             return None
         kept = [k for k in keys if k in _KEPT]
         if len(kept) < 2:  # itemgetter of one key returns the value, not a tuple
@@ -195,6 +203,7 @@ class TombstoneMaker:
 
 
 _UNPLANNED: Any = object()  # a shape of row not seen yet
+_DECISION = "gate_decision"  # its tombstone keeps marked_safe: the general path
 _LEAF = "\x00leaf"  # the leaf hash's slot in a row's mapping (no member has this name)
 
 

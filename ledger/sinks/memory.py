@@ -28,6 +28,7 @@ from ledger.chain import Chain, assemble_chain
 from ledger.errors import CorruptRecord, EventNotFound, RunNotFound, ValidationError
 from ledger.ids import coerce_event_id, ulid_text
 from ledger.model.event import Event
+from ledger.model.marks import failed
 from ledger.model.values import Kind, Verdict
 from ledger.sinks.base import Closing, RunSummary, check_limit, check_member, check_text
 from ledger.timefmt import coerce_time
@@ -207,7 +208,7 @@ class _Run:
         self.actions += e.kind is Kind.ACTION
         if e.verdict is Verdict.DENIED:
             self.denied.add(e.call_id or ulid_text(e.event_id))  # one per call, as in SQL
-        self.errors += bool(e.err)
+        self.errors += failed(e)
         self.ended = self.ended or e.kind in (Kind.RUN_END, Kind.ABORT)
 
     def summary(self, run_id: str) -> RunSummary:

@@ -25,6 +25,7 @@ from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
 from ledger.ids import ulid_text
 from ledger.model.codec import encode_event_hashed, event_and_id_from_json
 from ledger.model.event import Event
+from ledger.model.marks import failed, stated_failed
 from ledger.timefmt import coerce_time, parse_time
 
 __all__ = [
@@ -100,7 +101,7 @@ def event_row(event: Event) -> tuple[Any, ...]:
     micros = (event.time - _EPOCH) // _MICRO  # Event guarantees an aware UTC time
     return (
         event_id, event.run_id, event.call_id, str(event.kind), event.tool,
-        verdict, micros, bool(event.err), text, digest,
+        verdict, micros, failed(event), text, digest,
     )  # fmt: skip
 
 
@@ -152,7 +153,7 @@ def parse_row(row: Any) -> Event:
         and event.kind == row[4]
         and event.tool == row[5]
         and event.verdict == row[6]
-        and (not event.err) is (not row[8])
+        and failed(event) is bool(row[8])
         and (event.time - _EPOCH) // _MICRO == row[7]
     ):
         _disagrees(row)
@@ -264,7 +265,7 @@ def column_disagreements(found: dict[str, Any], obj: dict[str, Any]) -> list[str
         "tool": obj.get("tool", ""),
         "verdict": obj.get("verdict") or None,
         "time_us": micros,
-        "has_err": bool(obj.get("err")),
+        "has_err": stated_failed(obj),
     }
     have = {**found, "has_err": bool(found["has_err"])}
     return [

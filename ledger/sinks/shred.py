@@ -455,6 +455,8 @@ def _shredded(event: Event, sealed: tuple[str, ...], key: _Destroyed, stored: An
         leaf_hash=before.leaf_hash if before else leaf_hash(data).hex(),
         records=records,
         reason=key.reason,
+        had_err=before.had_err if before else None,
+        marked_safe=before.marked_safe if before else None,
     )
     shown: Event = event.replace(
         **{n: "" if n == "preview" else None for n in sealed}, erased=erasure

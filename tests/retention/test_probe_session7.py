@@ -339,8 +339,9 @@ def test_a_held_run_erased_after_a_look_alike_release_is_reported(ledger_db: Led
 
 
 def test_a_failed_call_whose_err_was_erased_is_not_called_a_success(ledger_db: Ledger) -> None:
-    """Erasing a failed call's result whole takes its ``err``: the chain, why and the
-    viewer say the outcome was erased, never that the call succeeded."""
+    """Erasing a failed call's result whole takes its ``err`` but keeps that it failed
+    (``had_err``): the chain and why still say failed, with the error shown erased,
+    never that the call succeeded."""
     sink = ledger_db.open()
     events = run_events("old-1", OLD)
     failed = next(e for e in events if e.kind == "tool_result")
@@ -353,10 +354,11 @@ def test_a_failed_call_whose_err_was_erased_is_not_called_a_success(ledger_db: L
     assert action.outcome == "failed"
     r.erase(Selection.of_run("old-1"), reason="GDPR 42", by="dpo")
     (action,) = [a for a in sink.chain("old-1").actions if a.call_id == failed.call_id]
-    assert action.outcome == "erased"
+    assert action.outcome == "failed" and action.result is not None
+    assert action.result.err == "" and action.result.erased is not None
     code, out, err = _run("why", "old-1", failed.call_id, "--db", ledger_db.url)
     assert code == 0, err
-    assert "succeeded" not in out and "[erased: GDPR 42]" in out, out
+    assert "succeeded" not in out and "failed" in out and "[erased: GDPR 42]" in out, out
 
 
 def test_viewer_runs_list_shows_an_erased_request_as_erased(sqlite_ledger: Ledger) -> None:

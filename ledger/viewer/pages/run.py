@@ -21,6 +21,7 @@ from ledger.drift import EventResolver, RefCheck, RefState, chain_refs, verify_r
 from ledger.errors import CorruptRecord
 from ledger.ids import ulid_text
 from ledger.model.event import Event
+from ledger.model.marks import failed
 from ledger.model.values import Kind, Ref
 from ledger.sinks.base import Reader
 from ledger.timefmt import format_time
@@ -238,7 +239,7 @@ def _minor_entry(e: Event, checks: dict[Ref, RefCheck], start: datetime) -> str:
     rows += _error_rows(e)
     if e.tool:
         rows.append(("tool", esc(e.tool)))
-    css = "minor failed" if e.err or e.kind is Kind.ABORT else "minor"
+    css = "minor failed" if failed(e) or e.kind is Kind.ABORT else "minor"
     return (
         f'<li class="{css}"><div class="card"><div class="head">{badge(kind, "info")}'
         f'<span class="when">{_when(e.time, start)}</span></div>'

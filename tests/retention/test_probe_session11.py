@@ -1,0 +1,223 @@
+"""Defects a hostile reader of erased ledgers found (session 11), each a test that failed
+before its fix, on SQLite and PostgreSQL, in the database build of the report and in the
+streaming one:
+
+- erasing a run took its gate decisions' safe markers (``label``, ``reason``), so its safe
+  reads became "non-safe actions without a committed intent" and a compliant ledger
+  failed ``report --strict``;
+- erasing a failed call's ``err`` made the report and ``runs()`` count it a success;
+- a row whose content hash was recomputed over an edit the readers refuse (a
+  ``duration_ms`` of ``"5"``) passed the report's check and was counted.
+
+A tombstone now keeps ``had_err`` and ``marked_safe`` (``ledger.model.erasure``): the
+chain, the report and the run summaries read an erased run as they read it before.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.canonical import sha256_of
+from ledger.chain.parts import DecisionMark, decision_mark
+from ledger.errors import CorruptRecord
+from ledger.model.erasure import ALL_FIELDS, Erasure, erase_fields, erase_stored
+from ledger.model.event import Event
+from ledger.report import build_report
+from ledger.retention import Retention, Selection
+from ledger.retention.tombstones import TombstoneMaker
+from ledger.sinks import MemoryReader
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema
+
+pytestmark = needs_retention_schema
+RECORD = "01JDX0S1ZQ9T4W8M3V6K2N7B5C"
+
+
+def _gated_run(run: str) -> list[Event]:
+    """A run as the gate records it: a safe read (a decision labelled safe, no action),
+    a write with an allowed action, a call that failed, a denial, the end."""
+    t = OLD
+    at = [t + timedelta(seconds=i) for i in range(12)]
+    return [
+        Event(kind="request", run_id=run, time=at[0], args='"tidy the notes"'),
+        Event(kind="gate_decision", run_id=run, call_id="r1", tool="read_file", time=at[1],
+              verdict="allowed", label="safe:readers", reason="read-only tool"),
+        Event(kind="tool_result", run_id=run, call_id="r1", tool="read_file", time=at[2],
+              result='"notes"', duration_ms=2),
+        Event(kind="gate_decision", run_id=run, call_id="r2", tool="stat", time=at[3],
+              verdict="allowed", reason="safe tool: stat"),
+        Event(kind="tool_result", run_id=run, call_id="r2", tool="stat", time=at[4],
+              result="1", duration_ms=1),
+        Event(kind="action", run_id=run, call_id="w1", tool="write_file", time=at[5],
+              verdict="allowed", reason="the user asked", args={"path": "a.txt"}),
+        Event(kind="tool_result", run_id=run, call_id="w1", tool="write_file", time=at[6],
+              result="12", duration_ms=3),
+        Event(kind="action", run_id=run, call_id="d1", tool="deploy", time=at[7],
+              verdict="allowed", reason="release", args={"to": "prod"}),
+        Event(kind="tool_result", run_id=run, call_id="d1", tool="deploy", time=at[8],
+              err="PermissionError: alice@example.com may not deploy", duration_ms=4),
+        Event(kind="action", run_id=run, call_id="x1", tool="rm", time=at[9],
+              verdict="denied", reason="destructive"),
+        Event(kind="run_end", run_id=run, time=at[10]),
+    ]  # fmt: skip
+
+
+class _Streamed:
+    """The same ledger read as any reader is (not a SQL sink): the streaming build."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("get", "chain", "events", "runs"):
+            return getattr(self._inner, name)
+        raise AttributeError(name)
+
+
+def _what_counts(reader: Any, run: str) -> dict[str, Any]:
+    report = build_report(reader).to_dict()
+    chain = reader.chain(run)
+    (summary,) = [s for s in reader.runs() if s.run_id == run]
+    return {
+        "compliant": report["compliant"],
+        "unsafe": report["totals"]["unsafe_without_intent"],
+        "tools": sorted(
+            (t["tool"], t["succeeded"], t["failed"], t["safe_reads"])
+            for t in report["tools"]
+            if not t["tool"].startswith("ledger.")  # the retention records' own calls
+        ),
+        "outcomes": sorted((a.call_id, a.outcome) for a in chain.actions),
+        "anomalies": sorted(str(a.code) for a in chain.anomalies),
+        "errors": summary.errors,
+    }
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [None, ("label", "reason"), ("err",), ("reason",), ("label",), ("args", "result")],
+    ids=["whole", "label+reason", "err", "reason", "label", "args+result"],
+)
+def test_an_erased_run_reads_as_it_read_before(ledger_db: Ledger, fields: Any) -> None:
+    sink = ledger_db.open()
+    sink.record_many(_gated_run("g1"))
+    before = _what_counts(sink, "g1")
+    assert before["compliant"] and before["unsafe"] == 0, before
+    assert ("deploy", 0, 1, 0) in before["tools"] and before["errors"] == 1, before
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    done = retention.erase(
+        Selection.of_run("g1"), reason="GDPR Art. 17", by="dpo", fields=fields or ALL_FIELDS
+    )
+    assert done.erased > 0
+    assert _what_counts(sink, "g1") == before
+    assert _what_counts(_Streamed(sink), "g1") == before  # the streaming build agrees
+    assert build_report(sink).hash_check.mismatch_count == 0
+    # the error text is gone, the fact that the call failed is not
+    if fields is None or "err" in fields:
+        (deploy,) = [a for a in sink.chain("g1").actions if a.call_id == "d1"]
+        assert deploy.result is not None and deploy.result.err == ""
+        assert "alice" not in deploy.result.to_json()
+
+
+def test_a_tombstone_without_the_kept_facts_stays_fail_safe() -> None:
+    """A tombstone written before ``had_err`` and ``marked_safe`` were kept: its decision
+    is not taken for a safe read and its failure is not taken for a success."""
+    gone = Erasure(fields=ALL_FIELDS, leaf_hash="ab" * 32, records=(RECORD,), reason="r")
+    decision = Event(kind="gate_decision", call_id="c1", verdict="allowed", erased=gone)
+    assert decision_mark(decision) is DecisionMark.NOT_SAFE
+    sink = MemoryReader(
+        [
+            Event(kind="action", run_id="o", call_id="c1", tool="t", verdict="allowed"),
+            Event(kind="tool_result", run_id="o", call_id="c1", tool="t", erased=gone),
+        ]
+    )
+    (action,) = sink.chain("o").actions
+    assert action.outcome == "erased"
+
+
+def test_the_kept_facts_are_checked_when_read() -> None:
+    with pytest.raises(ValueError, match="had_err"):
+        Erasure(fields=("args",), leaf_hash="ab" * 32, records=(RECORD,), reason="r",
+                had_err=True)  # fmt: skip
+    with pytest.raises(ValueError, match="marked_safe"):
+        Erasure.from_dict({"fields": ["label"], "leaf_hash": "ab" * 32, "records": [RECORD],
+                           "reason": "r", "marked_safe": "yes"})  # fmt: skip
+    with pytest.raises(ValueError, match="erased"):
+        Erasure.from_dict({"fields": ["label"], "leaf_hash": "ab" * 32, "records": [RECORD],
+                           "reason": "r", "kept": True})  # fmt: skip
+
+
+_texts = st.sampled_from(["", "safe", "SAFE:ro", "safe tool: ls", "ok", "boom", "Safety"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.sampled_from(["gate_decision", "tool_result", "action"]),
+    label=_texts,
+    reason=_texts,
+    err=_texts,
+    first=st.sets(st.sampled_from(ALL_FIELDS), min_size=1),
+    second=st.sets(st.sampled_from(ALL_FIELDS), min_size=1),
+)
+def test_erasing_in_steps_keeps_the_facts_of_erasing_at_once(
+    kind: str, label: str, reason: str, err: str, first: set[str], second: set[str]
+) -> None:
+    """Any two erasures one after the other keep the same safe mark and failure as the
+    event had, and the stored-bytes path (``erase_stored``, and the fast tombstones of a
+    whole erasure) writes exactly the text the event path does."""
+    event = Event(kind=kind, run_id="r", call_id="c", tool="t", verdict="allowed",
+                  label=label, reason=reason, err=err)  # fmt: skip
+    leaf = "cd" * 32
+    once = erase_fields(event, fields=first, leaf_hash=leaf, record=RECORD, reason="one")
+    text, _, has_err = erase_stored(
+        event.to_json().encode(), fields=first, leaf_hash=leaf, record=RECORD, reason="one"
+    )
+    assert text == once.to_json() and has_err is bool(err)
+    twice = erase_fields(once, fields=second, leaf_hash=leaf, record=RECORD, reason="two")
+    again, _, has_err = erase_stored(
+        text.encode(), fields=second, leaf_hash=leaf, record=RECORD, reason="two"
+    )
+    assert again == twice.to_json() and has_err is bool(err)
+    if kind == "gate_decision":
+        assert decision_mark(twice) is decision_mark(event)
+    sink = MemoryReader([Event(kind="action", run_id="r", call_id="c", tool="t",
+                               verdict="allowed"), twice.replace(kind="tool_result")])  # fmt: skip
+    outcome = sink.chain("r").actions[0].outcome
+    assert outcome == ("failed" if err else "succeeded")
+    made = TombstoneMaker(fields=ALL_FIELDS, record=RECORD, reason="one")
+    stored = event.to_json().encode()
+    general = erase_stored(stored, fields=ALL_FIELDS, leaf_hash=leaf, record=RECORD, reason="one")
+    assert made.make(stored, leaf) == general
+    assert made.make_page([stored], [bytes.fromhex(leaf)]) == [general]
+
+
+def test_a_row_the_readers_refuse_is_not_counted_though_its_hash_was_recomputed(
+    ledger_db: Ledger,
+) -> None:
+    sink = ledger_db.open()
+    sink.record_many(_gated_run("g2"))
+    rows = ledger_db.sql("SELECT seq, event_json FROM {p}events ORDER BY seq")
+    seq, text = next((s, t) for s, t in rows if '"duration_ms":3' in str(t))
+    edited = orjson.loads(text)
+    edited["duration_ms"] = "3"  # what a reader refuses
+    ledger_db.sql(
+        "UPDATE {p}events SET event_json = :j, content_hash = :h WHERE seq = :s",
+        j=orjson.dumps(edited).decode(),
+        h=sha256_of(edited, profile="rfc8785"),
+        s=seq,
+    )
+    with pytest.raises(CorruptRecord, match=f"seq={seq}"):
+        sink.chain("g2")
+    for reader in (sink, _Streamed(sink)):
+        report = build_report(reader)
+        assert not report.compliant
+        assert report.events == len(rows) - 1, report.events
+    found = build_report(sink).hash_check
+    assert found.mismatch_count == 1
+    assert "does not read back as an event" in found.mismatches[0].detail
+    assert "duration_ms" in found.mismatches[0].detail
