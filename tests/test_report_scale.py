@@ -11,7 +11,6 @@ by hand. The streaming side is the same ledger behind a reader that is not a SQL
 from __future__ import annotations
 
 import sqlite3
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,13 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+# the benchmark's generator, as a module of the namespace package ``benchmarks`` (the
+# checkout is on the path): putting benchmarks/ itself on sys.path would let its mcp.py
+# shadow the mcp package for every test collected after this one
+from benchmarks.scale import fleet
 from ledger.model import Actor, Approval, Event, Ref
 from ledger.report import build_report
 from ledger.report.aggregate import in_database
 from ledger.sinks import PostgresSink, SQLiteSink
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from scale import fleet  # type: ignore[import-not-found]  # the benchmark's generator
 
 T0 = datetime(2026, 2, 1, 8, tzinfo=UTC)
 
