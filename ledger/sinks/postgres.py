@@ -63,6 +63,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from ledger.errors import (
     DuplicateEvent,
     IntegrityError,
+    PayloadKeyError,
     SinkClosed,
     StorageError,
     ValidationError,
@@ -80,7 +81,7 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
-from ledger.sinks.shred import KeyWrapper, attach_payloads
+from ledger.sinks.shred import KeyWrapper, attach_payloads, sealed_row, without_erased
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -367,6 +368,8 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             try:
                 self._insert_all(rows)
                 return [None] * len(items)
+            except _ErasedRuns as erased:  # a run erased since its rows were sealed
+                return without_erased(items, erased.gone, self._write_batch)
             except sa.exc.DBAPIError as exc:
                 self._appender.forget()
                 if exc.connection_invalidated:
@@ -397,9 +400,17 @@ class PostgresSink(Writing, TreeReading, SQLReader):
                 conn.execution_options(isolation_level="AUTOCOMMIT")
                 if self._insert_at_once(conn, rows, cached):
                     return
-        # the head moved (another writer) or no cache: the long way, in a transaction
+        # the head moved (another writer: an erasure moves it too), no cache, or a
+        # sealed row's run may have been erased: the long way, in a transaction
         with self._engine.connect() as conn:
             after = self._tree_begin(conn).copy()
+            if self._payloads is not None and (
+                gone := self._payloads.erased_runs(
+                    lambda q, p: conn.exec_driver_sql(q, tuple(p)).fetchall(), "%s", rows
+                )
+            ):  # read under the head's lock: an erasure holds it to destroy a key
+                conn.rollback()
+                raise _ErasedRuns(gone)
             self._insert(conn, number_rows(after, rows))
             root = self._tree_finish(conn, after)
             conn.commit()
@@ -414,8 +425,14 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         after = frontier.copy()
         batch = orjson.dumps([(*row[:-1], row[-1].hex()) for row in number_rows(after, rows)])
         root = after.root()
-        params = (size, before, self._key, batch.decode(), after.size, root)
-        done = conn.exec_driver_sql(self._tree_sql.at_once, params).first()
+        if self._payloads is None:
+            params: tuple[Any, ...] = (size, before, self._key, batch.decode(), after.size, root)
+            statement = self._tree_sql.at_once
+        else:  # nothing written (the long way says why) when a sealed row's run was erased
+            sealed = sorted({row[1] for row in rows if sealed_row(row)})
+            params = (size, before, sealed, self._key, batch.decode(), after.size, root)
+            statement = self._tree_sql.at_once_sealed
+        done = conn.exec_driver_sql(statement, params).first()
         if done is None:
             self._appender.forget()
             return False
@@ -615,10 +632,19 @@ _ROW_CASTS = ("text",) * 6 + ("bigint", "boolean", "text", "text", "bigint", "bi
 assert len(_ROW_CASTS) == len(COLUMNS) + 2, "a column without its cast"
 
 
+class _ErasedRuns(Exception):
+    """Runs of a batch's sealed rows were erased (their data keys destroyed) since the
+    rows were sealed: nothing of the batch was written."""
+
+    def __init__(self, gone: dict[str, PayloadKeyError]) -> None:
+        super().__init__(", ".join(gone))
+        self.gone = gone
+
+
 class _TreeSQL:
     """The driver-level statements of the tree's write path, for one schema."""
 
-    __slots__ = ("at_once", "lock_head", "write")
+    __slots__ = ("at_once", "at_once_sealed", "lock_head", "write")
 
     def __init__(self, schema: str | None) -> None:
         prefix = f'"{schema}".' if schema else ""
@@ -645,3 +671,12 @@ class _TreeSQL:
             "WHERE id = 1 AND EXISTS (SELECT 1 FROM lock) RETURNING 1"
         )
         self.write = f"UPDATE {prefix}tree_head SET size = %s, root = %s WHERE id = 1"
+        # a crypto-shredding ledger's: the head is not taken (nothing is written) when a
+        # run of the sealed rows (the third parameter) had its data key destroyed
+        self.at_once_sealed = self.at_once.replace(
+            "AND size = %s AND root = %s FOR UPDATE",
+            f"AND size = %s AND root = %s AND NOT EXISTS (SELECT 1 FROM {prefix}run_keys k "
+            "WHERE k.run_id = ANY(%s::text[]) AND (k.destroyed_us IS NOT NULL OR k.wrapped "
+            "IS NULL)) FOR UPDATE",
+        )
+        assert self.at_once_sealed != self.at_once

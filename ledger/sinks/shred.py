@@ -43,6 +43,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -210,6 +211,27 @@ def is_envelope(text: str | None) -> bool:
     return text is not None and text.startswith(_ENVELOPE)
 
 
+def sealed_row(row: Sequence[Any]) -> bool:
+    """True when a stored row (its JSON ninth) holds a sealed payload."""
+    return _ENVELOPE in row[8]
+
+
+def without_erased(
+    items: list[list[Any]],
+    gone: dict[str, PayloadKeyError],
+    write: Callable[[list[list[Any]]], list[BaseException | None]],
+) -> list[BaseException | None]:
+    """A group commit's per-caller outcome when the runs ``gone`` were erased while
+    its rows were sealed (:meth:`Payloads.erased_runs`): each caller with a sealed row
+    of such a run gets its error; the others' rows are written by ``write``."""
+    refused = [
+        next((gone[r[1]] for r in item if r[1] in gone and sealed_row(r)), None) for item in items
+    ]
+    rest = [item for item, error in zip(items, refused, strict=True) if error is None]
+    done = iter(write(rest) if rest else [])
+    return [error if error is not None else next(done) for error in refused]
+
+
 def sealed_fields(event: Event) -> tuple[str, ...]:
     """The names of ``event``'s :data:`FIELDS` that hold an envelope, in that order;
     ``()`` for most events, found with three ``startswith`` and no list (the readers'
@@ -336,6 +358,37 @@ class Payloads:
         if not isinstance(found, AESGCM):
             raise PayloadKeyError(f"run {run_id!r}: its data key could not be stored or read")
         return found
+
+    def erased_runs(
+        self, fetch: Callable[[str, Sequence[Any]], Sequence[Any]], mark: str, rows: Sequence[Any]
+    ) -> dict[str, PayloadKeyError]:
+        """Of the runs whose ``rows`` (stored rows: the run id second, the JSON ninth)
+        hold a sealed payload, those an erasure destroyed the data key of, each with the
+        error its writer gets: read by the writer inside its write transaction
+        (``fetch(sql, params)``, ``mark`` the driver's parameter mark), since the key a
+        run was sealed with may have been destroyed by another process after it was
+        read. Those runs' cached keys are forgotten."""
+        runs = sorted({row[1] for row in rows if sealed_row(row)})
+        if not runs:
+            return {}
+        k = f'"{self._t.keys.schema}".run_keys' if self._t.keys.schema else "run_keys"
+        found = fetch(
+            f"SELECT run_id, record_id FROM {k} WHERE run_id IN ({', '.join([mark] * len(runs))}) "
+            "AND (destroyed_us IS NOT NULL OR wrapped IS NULL)",
+            runs,
+        )
+        gone = {str(r[0]): str(r[1] or "") for r in found}
+        with self._lock:
+            for run_id in gone:
+                self._keys.pop(run_id, None)
+        return {
+            run_id: PayloadKeyError(
+                f"run {run_id!r} was erased (its data key destroyed by erasure record "
+                f"{record}) while this event was being written; nothing of it was stored: "
+                "write its events under a new run id"
+            )
+            for run_id, record in gone.items()
+        }
 
     # --- the read path --------------------------------------------------------------
 

@@ -68,7 +68,7 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
-from ledger.sinks.shred import KeyWrapper, attach_payloads
+from ledger.sinks.shred import KeyWrapper, attach_payloads, without_erased
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -301,6 +301,13 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         rows = [row for item in items for row in item]
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
+            if self._payloads is not None and (
+                gone := self._payloads.erased_runs(
+                    lambda q, p: conn.execute(q, p).fetchall(), "?", rows
+                )
+            ):  # a run erased (its key destroyed) since its rows were sealed: refused
+                conn.execute("ROLLBACK")
+                return without_erased(items, gone, self._write_batch)
             frontier, after, numbered, latest = self._begin_tree(conn, rows)
             errors: list[BaseException | None]
             try:
