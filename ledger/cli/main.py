@@ -189,6 +189,11 @@ def _error_text(exc: BaseException) -> str:
         return f"{exc.strerror}{where}"
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, UnicodeEncodeError):  # an argument of bytes that are not UTF-8
+        return (
+            f"{exc.object[exc.start : exc.end]!r} in {exc.object[:60]!r} is not UTF-8 text "
+            "(an argument of bytes that are not UTF-8?); give it as UTF-8"
+        )
     from ledger.errors import LedgerError
 
     text = _tidy(str(exc)) or type(exc).__name__

@@ -34,10 +34,11 @@ from ledger.cli.common import (
     emit_json,
     human_time,
     json_option,
+    parse_when,
     stdout,
 )
 from ledger.errors import ValidationError
-from ledger.report.retention import one_line
+from ledger.model.shown import one_line
 
 __all__ = ["register"]
 
@@ -108,6 +109,8 @@ def _require_ledger(parsed: Any) -> None:
 
 
 def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """A date or an RFC 3339 time; for a hold's ``--since`` and ``--until`` also an age
+    (``7d``: seven days ago), as every command's window takes them."""
     from ledger.retention import parse_date
 
     if value is None:
@@ -115,6 +118,8 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     try:
         return parse_date(value, what=f"--{param.name}")
     except ValidationError as exc:
+        if param.name in ("since", "until"):
+            return parse_when(value)  # an age, or its usage error naming every form
         raise click.BadParameter(str(exc)) from None
 
 

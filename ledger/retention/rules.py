@@ -43,8 +43,15 @@ def parse_date(text: str, *, what: str = "date") -> datetime:
     """``2026-01-31`` (midnight UTC) or an RFC 3339 time with a zone; ``ValidationError``
     otherwise (a malformed date is never guessed at).
 
+    A time finer than a microsecond is a bound between two stored times (events are
+    stored to the microsecond): it is rounded up to the next microsecond, where an
+    event is at or after it (``--since``) or before it (``--until``, ``--before``)
+    exactly when it is so of the time given.
+
     >>> parse_date("2026-01-31")
     datetime.datetime(2026, 1, 31, 0, 0, tzinfo=datetime.timezone.utc)
+    >>> parse_date("2026-01-31T00:00:00.0000001Z").microsecond
+    1
     """
     from ledger.timefmt import parse_time
 
@@ -57,12 +64,19 @@ def parse_date(text: str, *, what: str = "date") -> datetime:
         except ValueError:
             raise ValidationError(f"{what}: {text!r} is not a calendar date") from None
     try:
-        return parse_time(value, field=what)
+        moment = parse_time(value, field=what)
     except ValidationError:
         raise ValidationError(
             f"{what}: {text!r} is not a date (2026-01-31) or an RFC 3339 time with a zone "
             "(2026-01-31T12:00:00Z)"
         ) from None
+    finer = re.search(r"[.,]\d{6}(\d+)", value)
+    if finer is not None and int(finer.group(1)):
+        try:
+            moment += timedelta(microseconds=1)
+        except OverflowError:
+            raise ValidationError(f"{what}: {text!r} is out of range") from None
+    return moment
 
 
 def require_reason(reason: object, what: str = "reason") -> str:
@@ -74,7 +88,27 @@ def require_reason(reason: object, what: str = "reason") -> str:
         )
     if "\x00" in reason:
         raise ValidationError(f"{what}: a reason cannot hold a NUL character")
-    return reason.strip()
+    return require_text(reason, what).strip()
+
+
+def require_text(value: str, what: str) -> str:
+    """``value``, or ``ValidationError`` when it is no Unicode text that UTF-8 can hold (a
+    lone surrogate: what a command-line argument of bytes that are not UTF-8 becomes).
+
+    >>> try:
+    ...     require_text("GDPR \\udcff", "--reason")
+    ... except ValidationError as exc:
+    ...     print(str(exc).split(" (")[0])
+    --reason: 'GDPR \\udcff' is not UTF-8 text
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(
+            f"{what}: {value!r} is not UTF-8 text (a byte or code point that UTF-8 cannot "
+            "hold); give it as UTF-8; nothing was changed"
+        ) from None
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +185,8 @@ class Hold:
             )
         if self.run_id is not None and not self.run_id:
             raise ValidationError("hold: the run id is empty")
+        if isinstance(self.run_id, str):
+            require_text(self.run_id, "--run")
         if self.since is not None and self.until is not None and self.since >= self.until:
             raise ValidationError(
                 f"hold: empty time window: --since {format_time(self.since)} is not before "

@@ -32,7 +32,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,7 +57,14 @@ from ledger.retention.records import (
     RetentionRun,
     is_admin_run,
 )
-from ledger.retention.rules import Hold, Policy, change_kind, refuse, require_reason
+from ledger.retention.rules import (
+    Hold,
+    Policy,
+    change_kind,
+    refuse,
+    require_reason,
+    require_text,
+)
 from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
 from ledger.sinks.rows import (
@@ -104,7 +111,7 @@ def _actor(by: object) -> str:
         )
     if any(ord(c) < 32 or ord(c) == 127 for c in by):
         raise ValidationError(f"--by: {by!r} holds a control character; nothing was changed")
-    return by.strip()
+    return require_text(by, "--by").strip()
 
 
 def operator() -> str:
@@ -168,6 +175,8 @@ class Selection:
                 if not isinstance(self.run_id, str)
                 else "--run: the run id is empty"
             )
+        if self.run_id is not None:
+            require_text(self.run_id, "--run")
         if self.before is not None:
             if not isinstance(self.before, datetime):
                 raise ValidationError(
@@ -974,6 +983,10 @@ class Retention:
                     "give both (--field args --field result) or erase the whole run"
                 )
             key_only = shred and set(wanted) <= {"args", "result"}  # the rows stay as they are
+            if key_only and each is not None and payloads is not None:
+                assert selection.run_id is not None
+                if payloads.destroyed(conn, selection.run_id):  # its payloads went before
+                    each = _as_already(each)
             try:
                 erased, already, digest, stones = self._tombstones(
                     conn, selection, wanted, record_id, why, dry_run or key_only, each, guard
@@ -1003,7 +1016,8 @@ class Retention:
                 if key_only:  # no tombstone: the ciphertext stays, unreadable
                     erased, already = (erased + already, 0) if destroyed else (0, erased + already)
                     digest = stones = hashlib.sha256().hexdigest()
-                shred = destroyed
+                # nothing erased: the transaction (with the key's destruction) is undone
+                shred = destroyed and erased > 0
             outcome = ErasureOutcome(
                 selection=selection,
                 fields=wanted,
@@ -1258,7 +1272,9 @@ class Retention:
                     raise _index_changed(seq, event_id, run_id, time_us, stated)
                 done = stone is not None and want <= set(stone.fields)
                 if not done and not whole and not maker.changes(orjson.loads(data)):
-                    continue  # it holds none of the fields: left as it is, not listed
+                    if stone is None or not want & set(stone.fields):
+                        continue  # it holds none of the fields: left as it is, not listed
+                    done = True  # what it held of them an earlier erasure took
                 if each is not None:
                     event = Event.from_json(data)
                     each(
@@ -1341,6 +1357,16 @@ def _fast_page(
         [k + sha256(t[0].encode("utf-8")).digest() for k, t in zip(keys, made, strict=True)]
     )
     return updates, noted, vouched
+
+
+def _as_already(each: Callable[[Selected], None]) -> Callable[[Selected], None]:
+    """``each``, told that every event it is given was erased before (the run's data key
+    was destroyed by an earlier erasure: a dry run lists them as already erased)."""
+
+    def listed(found: Selected) -> None:
+        each(replace(found, already=True))
+
+    return listed
 
 
 def _json_key(data: bytes) -> tuple[str, int | None] | None:
