@@ -118,11 +118,15 @@ class Chain:
             ),
             None,
         )
+        ids = {r.id for r in action.evidence}
         return Explanation(
             action=action,
             request=self.request,
             decision=decision,
             anomalies=tuple(a for a in self.anomalies if a.call_id == call_id),
+            cited=tuple(
+                e for e in self.events if e.kind is Kind.TOOL_RESULT and str(e.event_id) in ids
+            ),
         )
 
 

@@ -30,6 +30,7 @@ from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
 from ledger.model.erasure import erased_text
 from ledger.model.event import Event
+from ledger.model.shown import one_line
 from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time, format_time_us
 
@@ -94,6 +95,7 @@ class Explanation:
     request: Event | None
     decision: Event | None = None
     anomalies: tuple[Anomaly, ...] = ()
+    cited: tuple[Event, ...] = ()  # the results in the run its evidence cites
 
     @property
     def tool(self) -> str:
@@ -132,7 +134,10 @@ class Explanation:
             "result": _value(result.result) if result else None,
             "err": result.err if result else "",
             "duration_ms": result.duration_ms if result and result.duration_ms else None,
-            "evidence": [r.to_dict() for r in self.evidence],
+            "evidence": [
+                {**r.to_dict(), **({"erased": gone} if (gone := self._gone(r)) else {})}
+                for r in self.evidence
+            ],
             "decision": (
                 {"verdict": str(self.decision.verdict or ""), "reason": self.decision.reason}
                 if self.decision
@@ -153,8 +158,16 @@ class Explanation:
 
     def _evidence_lines(self) -> list[str]:
         request_id = str(self.request.event_id) if self.request is not None else ""
-        lines = [_ref_line(r, request_id) for r in self.evidence]
+        lines = [
+            _ref_line(r, request_id) + (f" {gone}" if (gone := self._gone(r)) else "")
+            for r in self.evidence
+        ]
         return lines or [erased_text(self.action.intent, "refs") or "(none)"]
+
+    def _gone(self, ref: Ref) -> str:
+        """``[erased: <reason>]`` when the result ``ref`` cites was erased since."""
+        found = next((e for e in self.cited if str(e.event_id) == ref.id), None)
+        return erased_text(found, "result")
 
     def _outcome(self) -> str:
         result, outcome = self.action.result, self.action.outcome
@@ -179,7 +192,9 @@ class Explanation:
     def render(self, width: int | None = None) -> str:
         """The readable account. The reason and the gate's reason are shown whole,
         wrapped to ``width`` when given; args, result and request are cut at 200
-        characters (``to_dict()`` has all of them)."""
+        characters (``to_dict()`` has all of them). Each line is one line: a line break
+        or a control character in recorded text is shown escaped
+        (:func:`~ledger.model.shown.one_line`)."""
         intent = self.action.intent
         verdict = str(intent.verdict) if intent.verdict else "no verdict"
         lines = [
@@ -202,8 +217,12 @@ class Explanation:
             lines += _field(
                 "approved", f"by {a.approver}{when}" + (f": {a.reason}" if a.reason else ""), width
             )
+        elif gone := erased_text(intent, "approval") or erased_text(self.decision, "approval"):
+            lines += _field("approved", gone, width)
         if intent.principal:
             lines += _field("for", intent.principal, width)
+        elif gone := erased_text(intent, "actor"):
+            lines += _field("for", gone, width)
         evidence = self._evidence_lines()
         lines.append(f"  evidence: {evidence[0]}")
         lines.extend(f"{_INDENT}{line}" for line in evidence[1:])
@@ -215,7 +234,7 @@ class Explanation:
                 f"(event {self.request.event_id}, {format_time(self.request.time)})"
             )
         lines.extend(f"  anomaly:  {a}" for a in self.anomalies)
-        return "\n".join(lines)
+        return "\n".join(map(one_line, lines))  # recorded text cannot start a line
 
     def __str__(self) -> str:
         return self.render()

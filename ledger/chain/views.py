@@ -30,6 +30,7 @@ from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
 from ledger.model.erasure import erased_text
 from ledger.model.event import Event
+from ledger.model.shown import one_line
 from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time, format_time_us
 
@@ -240,6 +241,8 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
             when = f" at {format_time(approval.time)}" if approval.time else ""
             why = f": {approval.reason}" if approval.reason else ""
             lines += _wrapped("      approved by: ", f"{approval.approver}{when}{why}", width)
+        elif gone := erased_text(a.intent, "approval") or erased_text(decision, "approval"):
+            lines += _wrapped("      approved by: ", gone, width)
         args = erased_text(a.intent, "args") or a.intent.args or "(none)"
         lines += _wrapped("      args: ", clip(args, 200), width)
         for ref in a.evidence:
@@ -254,7 +257,7 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
             lines += _wrapped("      result: ", body or "(empty)", width)
     for x in chain.anomalies:
         lines += _wrapped("  anomaly: ", str(x), width)
-    return "\n".join(lines)
+    return "\n".join(map(one_line, lines))  # recorded text cannot start a line
 
 
 def _actor_text(actor: dict[str, str]) -> str:

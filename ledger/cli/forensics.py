@@ -42,6 +42,7 @@ from ledger.drift import RefCheck, Resolver, chain_refs, content_hash, verify_re
 from ledger.errors import RunNotFound
 from ledger.model.erasure import erased_text
 from ledger.model.event import Event
+from ledger.model.shown import one_line
 from ledger.model.values import Kind, RefSource, Verdict
 from ledger.report.model import run_dict
 from ledger.sinks import Reader
@@ -101,13 +102,20 @@ def runs(db: str, since: Any, until: Any, limit: int | None, newest: bool, form:
     stdout().print(table)
 
 
+def _text(value: str) -> str:
+    """Recorded text for the terminal: one line (a line break or another character that
+    does not print shown escaped, so no recorded text forges a line or reaches the
+    terminal as a control sequence), with no rich markup."""
+    return escape(one_line(value))
+
+
 def chain_tree(chain: Chain) -> Tree:
     """The rich tree of one chain: request, available, actions, anomalies (the same
     content as :meth:`Chain.render`, in colour)."""
-    tree = Tree(f"[bold]run {escape(chain.run_id)}[/] ({len(chain.events)} events)")
+    tree = Tree(f"[bold]run {_text(chain.run_id)}[/] ({len(chain.events)} events)")
     actor = chain.to_dict()["actor"]
     if actor:
-        tree.add(f"[bold]acting for[/]: {escape(actor.get('principal') or '(no principal)')}")
+        tree.add(f"[bold]acting for[/]: {_text(actor.get('principal') or '(no principal)')}")
     decisions = {e.call_id: e for e in reversed(chain.events) if e.kind is Kind.GATE_DECISION}
     req = chain.request
     text = (
@@ -115,12 +123,12 @@ def chain_tree(chain: Chain) -> Tree:
         if req
         else "[red](missing)[/]"
     )
-    tree.add(f"[bold]request[/]: {escape(text) if req else text}")
+    tree.add(f"[bold]request[/]: {_text(text) if req else text}")
     avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
     for ref in chain.available:
-        avail.add(escape(ref_text(ref, chain.events, short=True)))
+        avail.add(_text(ref_text(ref, chain.events, short=True)))
     for text in erased_reads(chain.events):  # retrieved items whose refs were erased
-        avail.add(escape(text))
+        avail.add(_text(text))
     acts = tree.add(f"[bold]actions[/] ({len(chain.actions)})")
     for a in chain.actions:
         style = _OUTCOME_STYLE.get(a.outcome, "white")
@@ -128,33 +136,33 @@ def chain_tree(chain: Chain) -> Tree:
         shown = (
             f"[{style}]{verdict}[/]" if a.denied else f"{verdict} → [{style}]{outcome_text(a)}[/]"
         )
-        node = acts.add(
-            f"[bold]{escape(a.tool or '?')}[/] call {escape(a.call_id or '?')}: {shown}"
-        )
+        node = acts.add(f"[bold]{_text(a.tool or '?')}[/] call {_text(a.call_id or '?')}: {shown}")
         reason = clip(erased_text(a.intent, "reason") or a.intent.reason, REASON_CLIP)
         reason = reason or "(none recorded)"
-        node.add(f"reason: {escape(reason)}")
+        node.add(f"reason: {_text(reason)}")
         decision = decisions.get(a.call_id)
         approval = a.intent.approval or (decision.approval if decision else None)
         if approval is not None:
             when = f" at {format_time(approval.time)}" if approval.time else ""
             why = f": {approval.reason}" if approval.reason else ""
-            node.add(f"approved by: {escape(approval.approver + when + why)}")
+            node.add(f"approved by: {_text(approval.approver + when + why)}")
+        elif gone := erased_text(a.intent, "approval") or erased_text(decision, "approval"):
+            node.add(f"approved by: {_text(gone)}")
         args = erased_text(a.intent, "args") or a.intent.args or "(none)"
-        node.add(f"args: {escape(clip(args, 120))}")
+        node.add(f"args: {_text(clip(args, 120))}")
         for ref in a.evidence:
-            node.add(f"evidence: {escape(ref_text(ref, chain.events, short=True))}")
+            node.add(f"evidence: {_text(ref_text(ref, chain.events, short=True))}")
         gone = erased_text(a.intent, "refs")
         if gone and not a.evidence:  # erased evidence reads as erased, not as none
-            node.add(f"evidence: {escape(gone)}")
+            node.add(f"evidence: {_text(gone)}")
         if a.result is not None:
             body = erased_text(a.result, "result", "err") or a.result.err
             body = body or clip(a.result.result, 120)
-            node.add(f"result: {escape(body)}")
+            node.add(f"result: {_text(body)}")
     if chain.anomalies:
         anomalies = tree.add(f"[bold red]anomalies[/] ({len(chain.anomalies)})")
         for x in chain.anomalies:
-            anomalies.add(f"[red]{escape(str(x))}[/]")
+            anomalies.add(f"[red]{_text(str(x))}[/]")
     else:
         tree.add("[green]no anomalies[/]")
     return tree
@@ -252,7 +260,7 @@ def _why_not_an_action(chain: Chain, call: str, as_json: bool) -> None:
                 f"  hash:     {content_hash(result.result)} (what a citing action's ref holds)"
             )
     lines.extend(f"  anomaly:  {x}" for x in flagged)
-    click.echo("\n".join(lines))
+    click.echo("\n".join(map(one_line, lines)))
 
 
 @click.command(short_help="Events filtered by run, kind, tool, verdict, time.")
@@ -330,16 +338,16 @@ def events(
             last = str(e.event_id)
             detail = clip(_detail(e), 60)
             cells = [human_time(e.time)]
-            cells += [escape(e.run_id)] if run_id is None else []
+            cells += [_text(e.run_id)] if run_id is None else []
             cells += [
                 str(e.kind),
-                escape(e.call_id),
-                escape(e.tool),
+                _text(e.call_id),
+                _text(e.tool),
                 str(e.verdict or ""),
-                escape(detail),
+                _text(detail),
             ]
             table.add_row(*cells)
-        where = f" of run {escape(run_id)}" if run_id is not None else ""
+        where = f" of run {_text(run_id)}" if run_id is not None else ""
         table.title = f"{count} event(s){where}, times in UTC"
         table.min_width = cell_len(table.title)  # a title wider than the columns stays whole
     console = stdout()

@@ -29,6 +29,7 @@ from ledger.cli.common import (
     stdout,
     window_options,
 )
+from ledger.model.shown import one_line
 from ledger.report import ComplianceReport, build_report
 from ledger.report.model import run_outcome
 from ledger.timefmt import format_time_us
@@ -106,26 +107,22 @@ def _detail_tables(r: ComplianceReport, console: Console) -> None:
         runs.add_column("outcome", min_width=5)
         for x in r.runs[:MAX_ROWS]:
             runs.add_row(
-                escape(x.run_id),
+                _cell(x.run_id),
                 _t(x.first_time),
                 str(x.actions),
                 str(x.denials),
                 str(x.errors),
-                escape(run_outcome(x)),
+                _cell(run_outcome(x)),
             )
         console.print(runs)
-        if len(r.runs) > MAX_ROWS:
-            console.print(
-                f"… and {len(r.runs) - MAX_ROWS} more runs (--format json, csv or html lists "
-                "them all)"
-            )
+        _say_more(console, r, "runs", "runs", min(len(r.runs), MAX_ROWS))
     if r.tools:
         tools = narrow_table("Actions per tool")
         for name in ("tool", "allowed", "denied", "succeeded", "failed", "safe reads"):
             tools.add_column(name, justify="left" if name == "tool" else "right")
         for t in r.tools:
             tools.add_row(
-                escape(t.tool),
+                _cell(t.tool),
                 str(t.actions),
                 str(t.denials),
                 str(t.succeeded),
@@ -133,29 +130,59 @@ def _detail_tables(r: ComplianceReport, console: Console) -> None:
                 str(t.safe_reads),
             )
         console.print(tools)
-    sections: list[tuple[str, list[tuple[str, ...]]]] = [
-        ("Denials", [(_t(d.time), d.run_id, d.call_id, d.tool, d.reason) for d in r.denials]),
+    sections: list[tuple[str, str, list[tuple[str, ...]]]] = [
+        (
+            "Denials",
+            "denials",
+            [(_t(d.time), d.run_id, d.call_id, d.tool, d.reason) for d in r.denials],
+        ),
         (
             "Actions with no recorded result",
+            "missing_results",
             [(_t(f.time), f.run_id, f.call_id, f.tool, f.detail) for f in r.missing_results],
         ),
         (
             "Ran without a committed intent",
+            "unsafe_without_intent",
             [(_t(f.time), f.run_id, f.call_id, f.tool, f.detail) for f in r.unsafe_without_intent],
         ),
-        (
-            "Content-hash mismatches",
-            [("", m.run_id, m.event_id, "", m.detail) for m in r.hash_check.mismatches],
-        ),
     ]
-    for title, rows in sections:
+    for title, name, rows in sections:
         if rows:
             console.print(_rows_table(title, rows))
-        if len(rows) > MAX_ROWS:
-            console.print(
-                f"… and {len(rows) - MAX_ROWS} more {title.lower()} "
-                "(--format json, csv or html lists them all)"
-            )
+        _say_more(console, r, name, title.lower(), min(len(rows), MAX_ROWS))
+    mismatches: list[tuple[str, ...]] = [
+        ("", m.run_id, m.event_id, "", m.detail) for m in r.hash_check.mismatches
+    ]
+    if mismatches:
+        console.print(_rows_table("Content-hash mismatches", mismatches))
+    hidden = r.hash_check.mismatch_count - min(len(mismatches), MAX_ROWS)
+    if hidden > 0:
+        console.print(f"… and {hidden} more content-hash mismatches (`ledger verify` lists them)")
+
+
+def _say_more(console: Console, r: ComplianceReport, name: str, what: str, shown: int) -> None:
+    """The line under a table that shows only its first ``shown`` items: how many more
+    the window holds, and where they are listed (the other formats list the first
+    :data:`~ledger.report.listing.MAX_LISTED`; the command lists every one)."""
+    total = int(r.counts.to_dict()[name])
+    if total <= shown:
+        return
+    listed = len(getattr(r, name))
+    command = r.listing()["full"].get(name)
+    where = (
+        f"`{command}` lists them all" if command else "--format json, csv or html lists them all"
+    )
+    if command and listed > shown:
+        where = f"--format json, csv or html lists the first {listed}; {where}"
+    console.print(_cell(f"… and {total - shown} more {what} ({where})"))
+
+
+def _cell(value: str) -> str:
+    """Recorded text for a table cell or a line: one line (a line break or another
+    character that does not print shown escaped, so no recorded text forges a line of
+    the report or reaches the terminal as a control sequence) and no rich markup."""
+    return escape(one_line(value))
 
 
 def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
@@ -166,7 +193,7 @@ def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
     table.add_column("tool", overflow="fold")
     table.add_column("reason / detail", ratio=1, overflow="fold")
     for row in rows[:MAX_ROWS]:
-        table.add_row(*(escape(v) for v in row))
+        table.add_row(*(_cell(v) for v in row))
     return table
 
 

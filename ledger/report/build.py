@@ -72,7 +72,7 @@ from ledger.report.retention import retention_section
 from ledger.report.timeline import bucket
 from ledger.sinks import Reader
 from ledger.sinks.url import shown_url
-from ledger.timefmt import utc_now
+from ledger.timefmt import coerce_time, utc_now
 
 __all__ = ["build_report"]
 
@@ -95,18 +95,23 @@ def _records_held(reader: Reader) -> tuple[datetime | None, datetime | None]:
 def build_report(
     reader: Reader,
     *,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
     progress: Progress | None = None,
     ledger: str = "",
 ) -> ComplianceReport:
     """Build the compliance report over ``[since, until)`` from ``reader``; ``ledger``
-    names the ledger it covers (its URL; a password in it is never shown).
+    names the ledger it covers (its URL; a password in it is never shown). ``since``
+    and ``until`` are aware datetimes or RFC 3339 text, as the readers take them
+    (``ValidationError`` for a naive or malformed one).
 
     ``progress``, when given, is called with the number of events read so far (every few
     thousand events and at the end), for a progress display.
     """
     from ledger.report.aggregate import Restream, in_database, report_in_database
+
+    since = None if since is None else coerce_time(since, field="since")
+    until = None if until is None else coerce_time(until, field="until")
 
     report = None
     if in_database(reader):

@@ -138,18 +138,27 @@ class _Intent(NamedTuple):
     reason: str
     approval: Approval | None
     evidence: tuple[str, ...]
+    approval_erased: str = ""  # "[erased: <reason>]" when its approval was erased
 
     @classmethod
     def of(cls, e: Record) -> _Intent:
         cited = tuple(f"{r.source}:{r.id}" for r in e.refs)
-        # an erased reason reads as erased (as the database build gives it), never as ""
-        reason = (erased_text(e, "reason") if isinstance(e, Event) else "") or e.reason
-        return cls(e.tool, e.time, str(e.event_id), e.principal, _agent(e), reason,
-                   e.approval, cited)  # fmt: skip
+        # an erased part reads as erased (in both builds alike), never as "" or missing
+        reason = erased_text(e, "reason") or e.reason
+        return cls(e.tool, e.time, str(e.event_id), _principal(e), _agent(e), reason,
+                   e.approval, cited, erased_text(e, "approval"))  # fmt: skip
 
 
 def _agent(e: Record) -> str:
-    return (e.actor.agent_id if e.actor is not None else "") or e.agent_path
+    """The agent an event names (its actor's agent id, else its agent path), or the
+    erasure mark when those were erased."""
+    found = (e.actor.agent_id if e.actor is not None else "") or e.agent_path
+    return found or erased_text(e, "actor", "agent_path")
+
+
+def _principal(e: Record) -> str:
+    """The principal an event acts for, or the erasure mark when its actor was erased."""
+    return e.principal or erased_text(e, "actor")
 
 
 def finding(e: Record, detail: str) -> Finding:
@@ -283,7 +292,7 @@ class CallPass:
     def _who(self, e: Record, allowed: bool) -> None:
         for table, who, kind in (
             (self.tally.agents, _agent(e), "a"),
-            (self.tally.principals, e.principal, "p"),
+            (self.tally.principals, _principal(e), "p"),
         ):
             stats = table.get(who)
             if stats is None:
@@ -414,6 +423,7 @@ class CallPass:
         for (run, call), i in self.allowed.items():
             policy, approval = self.decided.get((run, call), ("", None))
             approval = i.approval or approval
+            gone = i.approval_erased if approval is None else ""
             out.append(
                 ApprovedAction(
                     run_id=run,
@@ -423,7 +433,7 @@ class CallPass:
                     principal=i.principal,
                     agent=i.agent,
                     policy=policy,
-                    approver=approval.approver if approval is not None else "",
+                    approver=approval.approver if approval is not None else gone,
                     approved_at=approval.time if approval is not None else None,
                     reason=(
                         approval.reason if approval is not None and approval.reason else i.reason

@@ -24,11 +24,12 @@ from html import escape
 from typing import Any
 
 from ledger.errors import LedgerError
+from ledger.model.shown import one_line
 from ledger.retention.rules import Hold
 from ledger.retention.store import ErasureRecord, PolicyState, Retention
 from ledger.timefmt import format_time
 
-__all__ = ["RetentionSection", "one_line", "retention_section"]
+__all__ = ["RetentionSection", "retention_section"]
 
 log = logging.getLogger(__name__)
 
@@ -167,19 +168,6 @@ class RetentionSection:
                 else "<p>No erasure in the window.</p>",
             ]
         )
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line: a line break, a line separator or any other character that
-    does not print is shown escaped, so a reason (or a run id, a name) given by whoever
-    made a record cannot forge a line of a listing that shows it.
-
-    >>> one_line("litigation\\nno legal hold")
-    'litigation\\\\nno legal hold'
-    """
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _t(value: datetime | None) -> str:

@@ -53,13 +53,25 @@ Layout = tuple[datetime, timedelta, int]
 
 
 def layout(start: datetime | None, end: datetime | None) -> Layout | None:
-    """Where the buckets over ``[start, end]`` lie; None when there is no span."""
+    """Where the buckets over ``[start, end]`` lie; None when there is no span. The
+    width is the smallest that gives at most :data:`MAX_BUCKETS` buckets once the first
+    is aligned (an hour from 10:00:30 is 61 minutes from 10:00: 5-minute buckets).
+
+    >>> first, width, count = layout(datetime(2026, 3, 1, 10, 0, 30, tzinfo=UTC),
+    ...                              datetime(2026, 3, 1, 11, 0, 30, tzinfo=UTC))
+    >>> width, count
+    (datetime.timedelta(seconds=300), 13)
+    """
     if start is None or end is None or end < start:
         return None
     width = width_for(end - start)
-    first = _floor(start, width)
-    count = max(1, -(-(end - first) // width))  # ceil; an event at `end` lands in the last
-    return first, width, count
+    while True:
+        first = _floor(start, width)
+        count = max(1, -(-(end - first) // width))  # ceil; an event at `end` lands in the last
+        if count <= MAX_BUCKETS:
+            return first, width, count
+        wider = [w for w in _WIDTHS if w > width]
+        width = wider[0] if wider else width + _WIDTHS[-1]
 
 
 def bucket(

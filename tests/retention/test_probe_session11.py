@@ -221,3 +221,186 @@ def test_a_row_the_readers_refuse_is_not_counted_though_its_hash_was_recomputed(
     assert found.mismatch_count == 1
     assert "does not read back as an event" in found.mismatches[0].detail
     assert "duration_ms" in found.mismatches[0].detail
+
+
+# --- the second probe: crypto-shredding claims, text that is not UTF-8 -----------------
+
+
+def test_an_erasure_that_erases_nothing_does_not_claim_a_destroyed_key(
+    ledger_db: Ledger, tmp_path: Any
+) -> None:
+    """A shredded run whose events hold no args or result (a preview alone): erasing its
+    args and result erases nothing, so the transaction that destroyed the key is undone
+    and neither the outcome nor the command says the key was destroyed."""
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+    from ledger.sinks.shred import FileKeyWrapper
+    from tests.retention.test_shred import _open
+
+    key = FileKeyWrapper.create(tmp_path / "payload.key")
+    sink = _open(ledger_db, key)
+    sink.record_many([Event(kind="tool_result", run_id="p1", call_id="c1", tool="t", time=OLD,
+                            preview="alice's preview", duration_ms=1)])  # fmt: skip
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    keys = "SELECT wrapped IS NOT NULL, destroyed_us FROM {p}run_keys WHERE run_id = 'p1'"
+    before = [tuple(r) for r in ledger_db.sql(keys)]
+    for dry_run in (True, False):
+        done = retention.erase(Selection.of_run("p1"), reason="GDPR", by="dpo",
+                               fields=("args", "result"), dry_run=dry_run)  # fmt: skip
+        assert done.erased == 0 and not done.shredded, done
+    assert [tuple(r) for r in ledger_db.sql(keys)] == before
+    env = {"LEDGER_PAYLOAD_KEY": str(tmp_path / "payload.key")}
+    result = CliRunner().invoke(cli, ["erase", "--db", ledger_db.url, "--run", "p1", "--field",
+                                      "args", "--field", "result", "--reason", "GDPR"],
+                                env=env)  # fmt: skip
+    assert result.exit_code == 0 and "destroy" not in result.stdout, result.stdout
+    assert [tuple(r) for r in ledger_db.sql(keys)] == before
+
+
+@pytest.mark.parametrize("where", ["reason", "by", "run", "hold"])
+def test_text_that_is_not_utf8_is_refused_by_name(sqlite_ledger: Ledger, where: str) -> None:
+    """What a command-line argument of bytes that are not UTF-8 becomes (a lone
+    surrogate) is a ``ValidationError`` naming the argument, not a bare ``TypeError``
+    from the database driver, and nothing is changed."""
+    from ledger.errors import ValidationError
+
+    sink = sqlite_ledger.open()
+    sink.record_many(_gated_run("u1"))
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    rows = sqlite_ledger.sql("SELECT seq, event_json FROM {p}events ORDER BY seq")
+    bad = "GDPR \udcff"
+    with pytest.raises(ValidationError, match="not UTF-8 text"):
+        if where == "reason":
+            retention.erase(Selection.of_run("u1"), reason=bad, by="dpo")
+        elif where == "by":
+            retention.erase(Selection.of_run("u1"), reason="r", by=bad)
+        elif where == "run":
+            retention.erase(Selection.of_run(bad), reason="r", by="dpo")
+        else:
+            retention.add_hold(run_id="u1", reason=bad, by="dpo")
+    assert sqlite_ledger.sql("SELECT seq, event_json FROM {p}events ORDER BY seq") == rows
+
+
+def test_a_writer_that_sealed_before_another_erased_the_run_is_refused(
+    ledger_db: Ledger, tmp_path: Any
+) -> None:
+    """A long-lived writer holds a run's data key (read a moment ago); another sink
+    erases the run, destroying the key. The writer's next event of that run is refused
+    inside its write transaction (nothing of it stored), and its events of other runs
+    are written as before."""
+    from ledger.errors import PayloadKeyError
+    from ledger.sinks.shred import FileKeyWrapper
+    from tests.retention.test_shred import _open
+
+    key = FileKeyWrapper.create(tmp_path / "payload.key")
+    writer = _open(ledger_db, key)
+    writer.record_many(_gated_run("s1"))  # the writer now holds run s1's key
+    other = _open(ledger_db, key)
+    retention = Retention(other)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    done = retention.erase(
+        Selection.of_run("s1"), reason="GDPR", by="dpo", fields=("args", "result")
+    )
+    assert done.shredded
+    # the writer writes another run first: it then knows the tree's head after the
+    # erasure (PostgreSQL's one-statement path: its guard must refuse the erased run)
+    writer.record(Event(kind="request", run_id="s2", args='"another run"'))
+    count = "SELECT count(*) FROM {p}events"
+    (before,) = ledger_db.sql(count)
+    late = Event(kind="action", run_id="s1", call_id="late", tool="t", verdict="allowed",
+                 args={"to": "bob"}, reason="after the erasure",
+                 refs=[{"source": "memory", "id": "m"}])  # fmt: skip
+    with pytest.raises(PayloadKeyError, match="while this event was being written"):
+        writer.commit_action(late)
+    with pytest.raises(PayloadKeyError, match="erased"):
+        writer.record_many([late.replace(call_id="late2"), Event(kind="run_end", run_id="s1")])
+    assert ledger_db.sql(count) == [before]
+    writer.record(Event(kind="tool_result", run_id="s2", call_id="c", result='"ok"'))
+    assert ledger_db.sql(count)[0][0] == before[0] + 1
+    assert writer.chain("s2").request is not None
+
+
+def test_erasing_the_same_fields_again_counts_every_event_already_erased(
+    ledger_db: Ledger,
+) -> None:
+    """After ``args`` went, an erasure of ``args`` and ``result`` takes the results; a
+    third finds nothing left and counts all of them (the actions' args went first)."""
+    from tests.retention.conftest import run_events
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("a1", OLD))
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    run = Selection.of_run("a1")
+    first = retention.erase(run, reason="one", by="dpo", fields=("args",))
+    both = ("args", "result")
+    second = retention.erase(run, reason="two", by="dpo", fields=both)
+    third = retention.erase(run, reason="three", by="dpo", fields=both)
+    listed: list[Any] = []
+    dry = retention.erase(run, reason="four", by="dpo", fields=both, dry_run=True,
+                          each=listed.append)  # fmt: skip
+    assert (first.erased, second.erased, second.already) == (4, 2, 4)
+    assert (third.erased, third.already) == (0, 6)
+    assert (dry.erased, dry.already, len(listed)) == (0, 6, 6)
+    assert all(s.already for s in listed)
+
+
+def test_a_hold_until_a_time_finer_than_a_microsecond_covers_what_is_before_it(
+    ledger_db: Ledger,
+) -> None:
+    from ledger.errors import LedgerError
+    from ledger.retention import parse_date
+
+    sink = ledger_db.open()
+    sink.record_many([Event(kind="request", run_id="h1", time=OLD, args='"x"')])
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    until = parse_date("2025-01-01T00:00:00.0000001Z")  # just after the event
+    assert until == OLD + timedelta(microseconds=1)
+    retention.add_hold(since=OLD - timedelta(days=1), until=until, reason="litigation", by="dpo")
+    with pytest.raises(LedgerError, match="legal hold"):
+        retention.erase(Selection.of_run("h1"), reason="GDPR", by="dpo")
+    assert parse_date("2025-01-01T00:00:00.0000000Z") == OLD  # zeros are no finer
+
+
+def test_readers_show_an_erased_approval_actor_and_cited_result_as_erased(
+    ledger_db: Ledger,
+) -> None:
+    from ledger.model.values import Approval
+
+    sink = ledger_db.open()
+    t = OLD
+    read = Event(kind="tool_result", run_id="p1", call_id="r", tool="fetch", time=t,
+                 result='"the notes"')  # fmt: skip
+    sink.record_many([
+        Event(kind="request", run_id="p1", time=t, args='"tidy"'),
+        Event(kind="gate_decision", run_id="p1", call_id="r", tool="fetch", time=t,
+              verdict="allowed", label="safe:readers"),
+        read,
+        Event(kind="action", run_id="p1", call_id="w", tool="write", time=t + timedelta(seconds=1),
+              verdict="allowed", reason="asked", args={"p": 1},
+              actor={"principal": "alice@example.com", "agent_id": "a1"},
+              approval=Approval(approver="bob@example.com", reason="fine"),
+              refs=[{"source": "tool", "id": str(read.event_id), "hash": "sha256:" + "ab" * 32}]),
+        Event(kind="tool_result", run_id="p1", call_id="w", tool="write",
+              time=t + timedelta(seconds=2), result="1"),
+    ])  # fmt: skip
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    retention.erase(Selection.of_run("p1"), reason="GDPR who", by="dpo",
+                    fields=("approval", "actor"))  # fmt: skip
+    retention.erase(Selection.of_events([str(read.event_id)]), reason="GDPR read", by="dpo",
+                    fields=("result",))  # fmt: skip
+    text = sink.chain("p1").why("w").render()
+    assert "approved: [erased: GDPR who]" in text and "for:      [erased: GDPR who]" in text
+    assert "[erased: GDPR read]" in text, text  # the cited result
+    data = sink.chain("p1").why("w").to_dict()
+    assert data["evidence"][0]["erased"] == "[erased: GDPR read]"
+    for reader in (sink, _Streamed(sink)):
+        report = build_report(reader).to_dict()
+        (approved,) = [a for a in report["approved_actions"] if a["call_id"] == "w"]
+        assert approved["approver"] == "[erased: GDPR who]", approved
+        assert approved["principal"] == "[erased: GDPR who]", approved
