@@ -100,3 +100,16 @@ def test_a_timeline_has_at_most_sixty_buckets_wherever_it_starts(
     assert found is not None
     first, width, count = found
     assert count <= MAX_BUCKETS and first <= start and first + count * width >= start + span
+
+
+def test_one_line_escapes_what_breaks_a_line_and_keeps_every_other_character() -> None:
+    from ledger.model.shown import one_line
+
+    kept = (
+        "Motif\u00a0: 10\u202f000 \u20ac, \u6771\u4eac\u3000\u99c5, \u0645\u06cc\u200c, "
+        "e\u0301, \U0001f469\u200d\U0001f52c, soft\xadhyphen"
+    )
+    assert one_line(kept) == kept
+    for c in ("\n", "\r", "\x1b", "\x85", "\u2028", "\u2029", "\u202e", "\u2066", "\x00", "\t"):
+        shown = one_line(f"a{c}b")
+        assert c not in shown and shown.startswith("a\\") and shown.endswith("b"), repr(shown)

@@ -8,17 +8,36 @@ through :func:`one_line`.
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = ["one_line"]
+
+# what can start a line, move the cursor, drive the terminal or reorder what is shown:
+# controls (C0, DEL, C1), line and paragraph separators, lone surrogates, and the
+# bidirectional overrides, embeddings, isolates and marks
+_ESCAPED_CATEGORIES = frozenset(("Cc", "Zl", "Zp", "Cs"))
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: a line break, a line separator or any other character that
-    does not print is shown escaped, so a reason (or a run id, a name) given by whoever
-    made a record cannot forge a line of a listing that shows it.
+    """``text`` on one line: a line break, a line separator, a control character (an
+    escape sequence's ESC among them) or a bidirectional override is shown escaped, so a
+    reason (or a run id, a name) given by whoever made a record cannot forge a line of a
+    listing that shows it, drive the terminal, or reorder what it shows. Every other
+    character is kept: no-break and ideographic spaces, joiners, accents, emoji.
 
-    >>> one_line("litigation\\nno legal hold")
-    'litigation\\\\nno legal hold'
+    >>> one_line("litigation\\nno legal hold\\x1b[2K")
+    'litigation\\\\nno legal hold\\\\x1b[2K'
+    >>> one_line("Motif\\u00a0: 10\\u202f000 \\u20ac, \\u6771\\u4eac\\u3000\\u99c5") == (
+    ...     "Motif\\u00a0: 10\\u202f000 \\u20ac, \\u6771\\u4eac\\u3000\\u99c5")
+    True
     """
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return "".join(_shown(c) for c in text)
+
+
+def _shown(c: str) -> str:
+    if c in _BIDI or unicodedata.category(c) in _ESCAPED_CATEGORIES:
+        return repr(c)[1:-1]
+    return c

@@ -63,7 +63,6 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from ledger.errors import (
     DuplicateEvent,
     IntegrityError,
-    PayloadKeyError,
     SinkClosed,
     StorageError,
     ValidationError,
@@ -81,7 +80,13 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
-from ledger.sinks.shred import KeyWrapper, attach_payloads, sealed_row, without_erased
+from ledger.sinks.shred import (
+    KeyWrapper,
+    attach_payloads,
+    refusal,
+    sealed_row,
+    without_erased,
+)
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -444,7 +449,20 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         with self._engine.begin() as conn:
             frontier = self._tree_begin(conn)
             after = frontier.copy()
+            gone = (
+                {}
+                if self._payloads is None
+                else self._payloads.erased_runs(
+                    lambda q, p: conn.exec_driver_sql(q, tuple(p)).fetchall(),
+                    "%s",
+                    [row for item in items for row in item],
+                )
+            )  # under the head's lock, as in _insert_all: an erasure may have come since
             for rows in items:
+                refused = refusal(rows, gone)
+                if refused is not None:
+                    errors.append(refused)
+                    continue
                 trial = after.copy()
                 numbered = number_rows(trial, rows)
                 try:
@@ -636,7 +654,7 @@ class _ErasedRuns(Exception):
     """Runs of a batch's sealed rows were erased (their data keys destroyed) since the
     rows were sealed: nothing of the batch was written."""
 
-    def __init__(self, gone: dict[str, PayloadKeyError]) -> None:
+    def __init__(self, gone: dict[str, str]) -> None:
         super().__init__(", ".join(gone))
         self.gone = gone
 

@@ -77,6 +77,7 @@ ENV_KEY = "LEDGER_PAYLOAD_KEY"
 SCHEME = "aes-256-gcm/v1"
 FIELDS = ("args", "result", "preview")  # preview: the gate's clip of args or result
 _ENVELOPE = '{"encrypted":"aes-256-gcm","nonce":"'
+_ENVELOPE_IN_TEXT = orjson.dumps(_ENVELOPE).decode()[1:-1]  # as a JSON string holds it
 _FILE_HEAD = "agentledger-payload-key v1 "
 _CACHE_SECONDS = 2.0  # how long a reader trusts a run key's state before reading it again
 
@@ -212,21 +213,28 @@ def is_envelope(text: str | None) -> bool:
 
 
 def sealed_row(row: Sequence[Any]) -> bool:
-    """True when a stored row (its JSON ninth) holds a sealed payload."""
-    return _ENVELOPE in row[8]
+    """True when a stored row (its JSON ninth) holds a sealed payload: an envelope as
+    ``args`` or ``result`` (raw JSON) or as the ``preview`` (a JSON string, escaped)."""
+    text = row[8]
+    return _ENVELOPE in text or _ENVELOPE_IN_TEXT in text
+
+
+def refusal(rows: Sequence[Any], gone: dict[str, str]) -> PayloadKeyError | None:
+    """The error of a caller whose ``rows`` hold a sealed row of a run in ``gone``
+    (:meth:`Payloads.erased_runs`; one error object for each caller), else None."""
+    found = next((gone[r[1]] for r in rows if r[1] in gone and sealed_row(r)), None)
+    return None if found is None else PayloadKeyError(found)
 
 
 def without_erased(
     items: list[list[Any]],
-    gone: dict[str, PayloadKeyError],
+    gone: dict[str, str],
     write: Callable[[list[list[Any]]], list[BaseException | None]],
 ) -> list[BaseException | None]:
     """A group commit's per-caller outcome when the runs ``gone`` were erased while
     its rows were sealed (:meth:`Payloads.erased_runs`): each caller with a sealed row
     of such a run gets its error; the others' rows are written by ``write``."""
-    refused = [
-        next((gone[r[1]] for r in item if r[1] in gone and sealed_row(r)), None) for item in items
-    ]
+    refused = [refusal(item, gone) for item in items]
     rest = [item for item, error in zip(items, refused, strict=True) if error is None]
     done = iter(write(rest) if rest else [])
     return [error if error is not None else next(done) for error in refused]
@@ -361,11 +369,12 @@ class Payloads:
 
     def erased_runs(
         self, fetch: Callable[[str, Sequence[Any]], Sequence[Any]], mark: str, rows: Sequence[Any]
-    ) -> dict[str, PayloadKeyError]:
+    ) -> dict[str, str]:
         """Of the runs whose ``rows`` (stored rows: the run id second, the JSON ninth)
         hold a sealed payload, those an erasure destroyed the data key of, each with the
-        error its writer gets: read by the writer inside its write transaction
-        (``fetch(sql, params)``, ``mark`` the driver's parameter mark), since the key a
+        message of the ``PayloadKeyError`` its writers get (:func:`refusal`): read by
+        the writer inside its write transaction (``fetch(sql, params)``, ``mark`` the
+        driver's parameter mark), since the key a
         run was sealed with may have been destroyed by another process after it was
         read. Those runs' cached keys are forgotten."""
         runs = sorted({row[1] for row in rows if sealed_row(row)})
@@ -382,7 +391,7 @@ class Payloads:
             for run_id in gone:
                 self._keys.pop(run_id, None)
         return {
-            run_id: PayloadKeyError(
+            run_id: (
                 f"run {run_id!r} was erased (its data key destroyed by erasure record "
                 f"{record}) while this event was being written; nothing of it was stored: "
                 "write its events under a new run id"

@@ -317,6 +317,8 @@ def test_a_writer_that_sealed_before_another_erased_the_run_is_refused(
         writer.commit_action(late)
     with pytest.raises(PayloadKeyError, match="erased"):
         writer.record_many([late.replace(call_id="late2"), Event(kind="run_end", run_id="s1")])
+    with pytest.raises(PayloadKeyError, match="erased"):  # a preview alone is sealed too
+        writer.record(Event(kind="tool_result", run_id="s1", call_id="p", preview="alice's"))
     assert ledger_db.sql(count) == [before]
     writer.record(Event(kind="tool_result", run_id="s2", call_id="c", result='"ok"'))
     assert ledger_db.sql(count)[0][0] == before[0] + 1
