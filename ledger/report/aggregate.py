@@ -36,6 +36,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from hashlib import sha256
 from typing import Any
 
 import orjson
@@ -252,10 +253,10 @@ class _Pass:
             state = self.runs[run_id] = CallPass(counting=False, tally=self.tally)
         return state
 
-    def one(self, row: Any) -> None:
-        """A row of the window."""
+    def one(self, row: Any, committed: bool = False) -> None:
+        """A row of the window (``committed``: its bytes are its stored leaf)."""
         event_id, text, stored = row[1], row[_TEXT], row[_HASH]
-        obj, computed, problem = verify_row(event_id, text, stored, row[_FILTERS])
+        obj, computed, problem = verify_row(event_id, text, stored, row[_FILTERS], committed)
         if problem:
             self.hashes.add(event_id, row[2], stored, computed, problem)
         else:
@@ -413,15 +414,20 @@ def _one_pass(
                 seq=row[0],
                 event_id=str(row[1]),
             )
+        leaf = None
+        if leaves is not None:  # its leaf, for the log check and to spare the decode check
+            data = row[_TEXT]
+            data = data if type(data) is bytes else _utf8(data)
+            leaf = sha256(b"\x00" + data).digest()
         if low <= row[_TIME] < high:
-            one(row)
+            nodes = row[_NODES] if leaves is not None else None
+            one(row, leaf is not None and nodes is not None and bytes(nodes[:32]) == leaf)
             if last(row[0]):
                 end(row[2])
         else:  # between the window's rows, outside it by its column: rare (late commits)
             work.beside(row, low, high)
         if leaves is not None:
-            data = row[_TEXT]
-            leaves.row(row[_LEAF], data if type(data) is bytes else _utf8(data), row[_NODES])
+            leaves.row(row[_LEAF], data, row[_NODES], leaf)
         if progress is not None and done % _PROGRESS_EVERY == 0:
             progress(done)
     for run_id in list(work.runs):  # none is left on a ledger that did not change meanwhile

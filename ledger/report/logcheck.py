@@ -112,8 +112,9 @@ class LeafRange:
         self.failed = ""
         self._frontier = prefix
 
-    def row(self, index: Any, data: bytes, nodes: Any) -> None:
-        """One row of the stretch, in commit order."""
+    def row(self, index: Any, data: bytes, nodes: Any, leaf: bytes | None = None) -> None:
+        """One row of the stretch, in commit order (``leaf``: its leaf hash, when the
+        caller computed it already)."""
         self.rows += 1
         if self.failed:
             return
@@ -126,7 +127,9 @@ class LeafRange:
                 else f"leaf {index} is an erased row"
             )
             return
-        owned = self._frontier.append_owned(hashlib.sha256(b"\x00" + data).digest())
+        if leaf is None:
+            leaf = hashlib.sha256(b"\x00" + data).digest()
+        owned = self._frontier.append_owned(leaf)
         if owned != nodes:
             self.failed = f"leaf {index}: its bytes or stored nodes differ from the recomputed"
             return

@@ -15,6 +15,7 @@ sink gets the content-hash check alone (:func:`~ledger.report.hashes.check_hashe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from hashlib import sha256
 from typing import Any
 
 from ledger.integrity.checkpoint import TreeHead
@@ -56,21 +57,23 @@ class _CheckedLeaves:
         name = f'"{t.schema}".events' if t.schema else "events"
         sql = (
             f"SELECT seq, event_id, leaf_index, time_hi_us, {', '.join(FILTER_COLUMNS)}, "
-            f"{text}, content_hash FROM {name} ORDER BY seq"
+            f"{text}, content_hash, substr(nodes, 1, 32) FROM {name} ORDER BY seq"
         )
         tally = self.tally
         high = TimeHighWater()
         for row in stream_rows(self._reader, sql, ()):
             seq, event_id, index, stated_high = row[0], row[1], row[2], row[3]
-            raw, stored = row[-2], row[-1]
-            obj, computed, problem = verify_row(event_id, raw, stored, row[4:-2])
+            raw, stored, leaf = row[-3], row[-2], row[-1]
+            data = raw if type(raw) is bytes else str(raw).encode("utf-8")
+            # the bytes the log committed were an event the sink validated: no decode
+            committed = leaf is not None and bytes(leaf) == sha256(b"\x00" + data).digest()
+            obj, computed, problem = verify_row(event_id, raw, stored, row[4:-3], committed)
             wrong = high.check(row[_TIME], obj, not problem, stated_high)  # every row
             problem = problem or wrong
             if problem:
                 tally.add(event_id, row[4], stored, computed, problem)
             else:
                 tally.checked += 1
-            data = raw if type(raw) is bytes else str(raw).encode("utf-8")
             yield LeafRow(
                 seq=int(seq),
                 event_id=str(event_id),
