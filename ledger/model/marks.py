@@ -38,23 +38,20 @@ class _Kept(Protocol):
     def marked_safe(self) -> bool | None: ...
 
 
-class _Marked(Protocol):
+class _Recorded(Protocol):
+    """The fields these rules read (an ``Event``, or the report's narrow record)."""
+
     @property
     def label(self) -> str: ...
     @property
     def reason(self) -> str: ...
-    @property
-    def erased(self) -> _Kept | None: ...
-
-
-class _Failing(Protocol):
     @property
     def err(self) -> str: ...
     @property
     def erased(self) -> _Kept | None: ...
 
 
-def marked_safe(event: _Marked) -> bool:
+def marked_safe(event: _Recorded) -> bool:
     """:func:`marks_safe` of a decision, or what its tombstone kept of it when its label
     or reason was erased."""
     gone = event.erased
@@ -63,7 +60,7 @@ def marked_safe(event: _Marked) -> bool:
     return marks_safe(event.label, event.reason)
 
 
-def failed(event: _Failing) -> bool:
+def failed(event: _Recorded) -> bool:
     """True when the event holds an ``err``, or held one before an erasure took it
     (what the ``has_err`` column stores)."""
     if event.err:

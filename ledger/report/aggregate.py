@@ -117,10 +117,8 @@ def _fact(row: Any, obj: dict[str, Any], actors: _Actors) -> Fact:
         refs = tuple(FactRef(_text(r.get("source", "")), _text(r.get("id", ""))) for r in listed)
     approval = get("approval")
     reason = _text(get("reason", ""))
-    gone = get("erased")  # a tombstone: its reason shown as erased, never as missing
+    gone = get("erased")  # a tombstone: its erased parts read as erased (erased_text)
     erasure = None if gone is None else Erasure.from_dict(gone)
-    if erasure is not None and "reason" in erasure.fields:
-        reason = f"[erased: {erasure.reason}]"
     return Fact(
         kind,
         row[1],

@@ -123,8 +123,7 @@ class Fact(NamedTuple):
 
 def _reason(e: Record) -> str:
     """A denial's reason as the report shows it: erased, recorded, or said to be absent."""
-    erased = erased_text(e, "reason") if isinstance(e, Event) else ""
-    return erased or e.reason or "(no reason recorded)"
+    return erased_text(e, "reason") or e.reason or "(no reason recorded)"
 
 
 class _Intent(NamedTuple):

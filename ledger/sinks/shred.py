@@ -374,9 +374,9 @@ class Payloads:
         hold a sealed payload, those an erasure destroyed the data key of, each with the
         message of the ``PayloadKeyError`` its writers get (:func:`refusal`): read by
         the writer inside its write transaction (``fetch(sql, params)``, ``mark`` the
-        driver's parameter mark), since the key a
-        run was sealed with may have been destroyed by another process after it was
-        read. Those runs' cached keys are forgotten."""
+        driver's parameter mark), since the key a run was sealed with may have been
+        destroyed by another process after it was read. Those runs' cached keys are
+        forgotten."""
         runs = sorted({row[1] for row in rows if sealed_row(row)})
         if not runs:
             return {}
