@@ -113,3 +113,22 @@ def test_one_line_escapes_what_breaks_a_line_and_keeps_every_other_character() -
     for c in ("\n", "\r", "\x1b", "\x85", "\u2028", "\u2029", "\u202e", "\u2066", "\x00", "\t"):
         shown = one_line(f"a{c}b")
         assert c not in shown and shown.startswith("a\\") and shown.endswith("b"), repr(shown)
+
+
+def test_run_ids_never_reach_the_terminal_raw_in_listings_or_errors(tmp_path: Path) -> None:
+    """``ledger runs`` and the usage error of an ambiguous run id prefix show a run id
+    on one line, its control and bidi characters escaped."""
+    forged = "r-forged  2026-01-01 00:00:00 -> 00:00:00  1  0  0  0  yes"
+    url = _ledger(tmp_path, [Event(kind="request", run_id="r1\x1b[31m\u202eX", time=T0),
+                             Event(kind="run_end", run_id=f"r2\n{forged}", time=T0)])  # fmt: skip
+    out = _out("runs", "--db", url)
+    assert "\x1b" not in out and "\u202e" not in out
+    assert not any(line.startswith("r-forged") for line in out.splitlines()), out
+    for args in (["chain", "r"], ["events", "--run", "r"]):
+        result = CliRunner().invoke(cli, [*args, "--db", url])
+        assert result.exit_code == 2, result.output
+        (error,) = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+        assert "ambiguous" in error and "\x1b" not in result.stderr, result.stderr
+        assert "\u202e" not in result.stderr and not any(
+            line.startswith("r-forged") for line in result.stderr.splitlines()
+        )

@@ -91,7 +91,7 @@ def runs(db: str, since: Any, until: Any, limit: int | None, newest: bool, form:
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     for s in found:
         table.add_row(
-            escape(s.run_id),
+            _text(s.run_id),
             _span(s.first_time, s.last_time),
             str(s.events),
             str(s.actions),
@@ -484,7 +484,7 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
         if failed:
             raise SystemExit(1)
         return
-    table = narrow_table(f"{len(checks)} ref(s) of run {escape(run_id)}")
+    table = narrow_table(f"{len(checks)} ref(s) of run {_text(run_id)}")
     table.add_column("state", no_wrap=True)
     table.add_column("source", no_wrap=True)
     table.add_column("id", overflow="fold")
@@ -494,18 +494,18 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
         style = _STATE_STYLE[str(c.state)]
         table.add_row(
             f"[{style}]{c.state}[/]",
-            escape(str(c.ref.source)),
-            escape(c.ref.id),
+            _text(str(c.ref.source)),
+            _text(c.ref.id),
             short_hash(c.ref.hash) or "-",
-            escape(c.detail),
+            _text(c.detail),
         )
     console = stdout()
     console.print(table)
     for a in found.actions:  # evidence erased with the action's refs: say so, not "none"
         gone = erased_text(a.intent, "refs")
         if gone and not a.evidence:
-            console.print(f"evidence of {escape(a.tool or '?')} call "
-                          f"{escape(a.call_id or '?')}: {escape(gone)}")  # fmt: skip
+            console.print(f"evidence of {_text(a.tool or '?')} call "
+                          f"{_text(a.call_id or '?')}: {_text(gone)}")  # fmt: skip
     if failed:
         click.echo(f"{failed} ref(s) drifted or missing", err=True)
         raise SystemExit(1)

@@ -51,6 +51,7 @@ from ledger.integrity.note import (
 )
 from ledger.integrity.verify import JSONLLeaves, LeafSource, VerifyResult, verify_ledger
 from ledger.integrity.witness import WitnessServer, request_cosignatures
+from ledger.model.shown import one_line
 from ledger.sinks.url import parse_url
 
 __all__ = ["register"]
@@ -439,7 +440,9 @@ def _show(result: VerifyResult) -> None:
     from rich.markup import escape
 
     for f in result.findings:
-        console.print(f"{_MARK[f.severity]} {f.kind}: {escape(f.message)}", soft_wrap=True)
+        console.print(
+            f"{_MARK[f.severity]} {f.kind}: {escape(one_line(f.message))}", soft_wrap=True
+        )
     if result.ok:
         console.print(f"[green]{escape(result.summary())}[/]", soft_wrap=True)
     else:

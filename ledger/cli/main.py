@@ -41,6 +41,7 @@ from ledger.cli import report as cli_report
 from ledger.cli import retention as cli_retention
 from ledger.cli import typed as cli_typed
 from ledger.cli import ui as cli_ui
+from ledger.model.shown import one_line
 
 __all__ = ["cli", "main"]
 
@@ -107,7 +108,10 @@ class LedgerGroup(click.Group):
             if isinstance(exc, click.UsageError):  # click's own form: usage, hint, error
                 if held is not None:
                     held.flush_held()
-                raise
+                shown = _tidy(exc.format_message())  # it may quote a run id, a call id
+                if shown == exc.format_message():
+                    raise
+                raise click.UsageError(shown, ctx=exc.ctx) from None
             # a command's own failure (a missing extra...): the one line every error is
             click.echo(f"ledger: error: {_tidy(exc.format_message())}", err=True)
             ctx.exit(exc.exit_code)
@@ -202,6 +206,7 @@ def _error_text(exc: BaseException) -> str:
     return f"internal error ({type(exc).__name__}): {text} (rerun with --debug for details)"
 
 
+_BLANKS = re.compile(r"[ \t\n\r\f\v]+")
 _SA_BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
 # "(psycopg.OperationalError) ": a driver's exception class, never "(notes.txt)"
 _SA_PREFIX = re.compile(r"\((?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Warning)\)\s*")
@@ -209,9 +214,12 @@ _SA_PREFIX = re.compile(r"\((?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Warnin
 
 def _tidy(text: str) -> str:
     """One line without SQLAlchemy's "(Background on this error at: …)" link and
-    "(psycopg.OperationalError)" class prefix."""
+    "(psycopg.OperationalError)" class prefix: its line breaks and runs of blanks made
+    one space, and any other character that would break the line, drive the terminal or
+    reorder it shown escaped (:func:`~ledger.model.shown.one_line`: an error may quote
+    recorded text, a hold's reason say)."""
     text = _SA_PREFIX.sub("", _SA_BACKGROUND.sub("", text))
-    return " ".join(text.split())
+    return one_line(_BLANKS.sub(" ", text).strip())
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -29,6 +29,7 @@ from rich.markup import escape
 
 from ledger.cli.common import db_option, emit_json, json_option, stdout
 from ledger.errors import ValidationError
+from ledger.model.shown import one_line
 
 __all__ = ["mcp", "register"]
 
@@ -237,7 +238,7 @@ def pins(pins_path: Path, as_json: bool) -> None:
     out = stdout()
     for tool, state, digest in rows:
         style = "red" if state == "pending" else "green"
-        out.print(f"{escape(tool)}  [{style}]{state}[/]  {digest}", soft_wrap=True)
+        out.print(f"{escape(one_line(tool))}  [{style}]{state}[/]  {digest}", soft_wrap=True)
 
 
 def register(group: click.Group) -> None:

@@ -1014,7 +1014,8 @@ class Retention:
                 if dry_run and payloads.destroyed(conn, selection.run_id):
                     destroyed = False
                 if key_only:  # no tombstone: the ciphertext stays, unreadable
-                    erased, already = (erased + already, 0) if destroyed else (0, erased + already)
+                    if not destroyed:  # destroyed before: what held those fields went then
+                        erased, already = 0, erased + already
                     digest = stones = hashlib.sha256().hexdigest()
                 # nothing erased: the transaction (with the key's destruction) is undone
                 shred = destroyed and erased > 0

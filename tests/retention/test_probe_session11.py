@@ -406,3 +406,47 @@ def test_readers_show_an_erased_approval_actor_and_cited_result_as_erased(
         (approved,) = [a for a in report["approved_actions"] if a["call_id"] == "w"]
         assert approved["approver"] == "[erased: GDPR who]", approved
         assert approved["principal"] == "[erased: GDPR who]", approved
+
+
+def test_a_refusal_quoting_a_hold_reason_is_one_line_with_its_unicode_kept(
+    sqlite_ledger: Ledger,
+) -> None:
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+
+    sink = sqlite_ledger.open()
+    sink.record_many(_gated_run("q1"))
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    why = "case\x1b[2K\n\u202eevil caf\u00e9 10\u202f000 \u6771\u3000\u99c5"
+    retention.add_hold(run_id="q1", reason=why, by="dpo")
+    result = CliRunner().invoke(cli, ["erase", "--db", sqlite_ledger.url, "--run", "q1",
+                                      "--reason", "GDPR"])  # fmt: skip
+    assert result.exit_code == 1
+    err = result.stderr
+    assert err.startswith("ledger: error: ") and err.count("\n") == 1, err
+    assert "\x1b" not in err and "\u202e" not in err
+    assert "caf\u00e9 10\u202f000 \u6771\u3000\u99c5" in err
+
+
+def test_a_shredding_erasure_counts_an_event_erased_before_as_already_erased(
+    ledger_db: Ledger, tmp_path: Any
+) -> None:
+    """One event of a shredded run erased whole first; then the run's args and result:
+    that event is counted already erased, as in a ledger in clear."""
+    from ledger.sinks.shred import FileKeyWrapper
+    from tests.retention.test_shred import _open
+
+    sink = _open(ledger_db, FileKeyWrapper.create(tmp_path / "payload.key"))
+    events = [Event(kind="tool_result", run_id="x1", call_id=f"c{i}", tool="t", time=OLD,
+                    result=f'"secret {i}"') for i in range(2)]  # fmt: skip
+    sink.record_many(events)
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    retention.erase(Selection.of_events([str(events[0].event_id)]), reason="one", by="dpo")
+    both = ("args", "result")
+    dry = retention.erase(Selection.of_run("x1"), reason="r", by="dpo", fields=both, dry_run=True)
+    done = retention.erase(Selection.of_run("x1"), reason="r", by="dpo", fields=both)
+    assert (dry.erased, dry.already) == (done.erased, done.already) == (1, 1)
+    assert done.shredded
