@@ -451,7 +451,7 @@ def _show(result: VerifyResult) -> None:
 
 def _verify_source(
     source: LeafSource,
-    verifiers: list[Verifier],
+    verifiers: list[Verifier] | None,
     files: list[Path],
     origin: str | None = None,
 ) -> VerifyResult:
@@ -474,9 +474,9 @@ def _verify_source(
     "--vkey",
     "vkeys",
     multiple=True,
-    required=True,
     metavar="VKEY",
-    help="A trusted verifier key (text or file); repeatable.",
+    help="A trusted verifier key (text or file); repeatable. Without one, the checkpoints "
+    "are matched by their roots only, their signatures not checked.",
 )
 @click.option(
     "--checkpoint",
@@ -497,8 +497,9 @@ def verify(
     """Recompute every leaf from the stored bytes, rebuild the tree and check it against
     every checkpoint given or stored (signature, size, root) and the checkpoints against
     each other. Exit 0 when everything verifies, 1 when something is found, 2 on a usage
-    error."""
-    verifiers = [_verifier(v) for v in vkeys]
+    error. Without --vkey the tree and the stored head are checked all the same, and
+    the checkpoints by their roots: who signed them is not, and the output says so."""
+    verifiers = [_verifier(v) for v in vkeys] if vkeys else None
     files = _checkpoint_files(checkpoints)
     if _scheme(db) == "jsonl":
         result = _verify_source(JSONLLeaves(_jsonl_path(db)), verifiers, files, origin)
@@ -508,6 +509,13 @@ def verify(
     if as_json:
         emit_json(result.to_dict())
     else:
+        if verifiers is None and result.checkpoints_verified:
+            click.echo(
+                "ledger: warning: no --vkey given, so no checkpoint's signature was checked "
+                "(anyone who can write the database can sign one); give the log's verifier "
+                "key, e.g. --vkey log.vkey",
+                err=True,
+            )
         _show(result)
     if not result.ok:
         raise SystemExit(EXIT_FOUND)

@@ -2,12 +2,12 @@
 
 ::
 
-    ledger retention set --db URL --keep 400d --floor 180d --reason "records policy v3"
+    ledger retention set --db URL --keep 400d --floor 180d [--reason "records policy v3"]
     ledger retention show --db URL
     ledger hold add --db URL --run RUN_ID --reason "litigation 2026-044"
     ledger hold add --db URL --since 2026-01-01 --until 2026-04-01 --reason "audit"
     ledger hold list --db URL
-    ledger hold release HOLD_ID --db URL --reason "case closed"
+    ledger hold release HOLD_ID --db URL [--reason "case closed"]
     ledger erase --db URL --run RUN_ID --reason "GDPR Art. 17 request 42" [--dry-run]
     ledger erase --db URL --before 2025-01-01 --reason "expired" [--field args --field result]
     ledger db vacuum --db URL
@@ -124,6 +124,10 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
 
 
 _reason = click.option("--reason", required=True, help="Why (required, recorded in the log).")
+_why = click.option(
+    "--reason", default=None, metavar="TEXT",
+    help="Why (recorded in the log; default: '(no reason given)').",
+)  # fmt: skip
 _by = click.option(
     "--by", default=None, metavar="NAME",
     help="Who is acting (default: $LEDGER_OPERATOR, else the login name).",
@@ -149,7 +153,7 @@ def retention() -> None:
 )  # fmt: skip
 @click.option("--key", "signer_key", default=None, metavar="FILE",
               help="Signer key that signs this change (needed to lower the floor).")  # fmt: skip
-@_reason
+@_why
 @_by
 @json_option
 def retention_set(
@@ -158,7 +162,7 @@ def retention_set(
     floor: str | None,
     policy_keys: tuple[str, ...],
     signer_key: str | None,
-    reason: str,
+    reason: str | None,
     by: str | None,
     as_json: bool,
 ) -> None:
@@ -271,10 +275,10 @@ def hold_add(
 @hold.command("release", short_help="Release a hold by its id.")
 @click.argument("hold_id")
 @db_option
-@_reason
+@_why
 @_by
 @json_option
-def hold_release(hold_id: str, db: str, reason: str, by: str | None, as_json: bool) -> None:
+def hold_release(hold_id: str, db: str, reason: str | None, by: str | None, as_json: bool) -> None:
     """Release the legal hold HOLD_ID (recorded in the log)."""
     with _retention(db, write=True) as r:
         h = r.release_hold(hold_id, reason=reason, by=by)
@@ -315,7 +319,10 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
 @click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Erase this run.")
 @click.option("--before", callback=_date, metavar="DATE", help="Erase events before DATE.")
 @click.option("--expired", is_flag=True, help="Erase events older than the policy's keep.")
-@click.option("--event", "event_ids", multiple=True, metavar="ID", help="Erase this event.")
+@click.option(
+    "--event", "event_ids", multiple=True, metavar="ID",
+    help="Erase this event (repeatable; more ids may follow it: --event ID ID ...).",
+)  # fmt: skip
 @click.option(
     "--field", "fields", multiple=True, metavar="NAME",
     help="Erase only this field (repeatable, e.g. --field args --field result).",
@@ -324,12 +331,14 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
 @_by
 @click.option("--dry-run", is_flag=True, help="List what would be erased; change nothing.")
 @json_option
+@click.argument("more_ids", nargs=-1, metavar="[ID]...")
 def erase(
     db: str,
     run_id: str | None,
     before: Any,
     expired: bool,
     event_ids: tuple[str, ...],
+    more_ids: tuple[str, ...],
     fields: tuple[str, ...],
     reason: str,
     by: str | None,
@@ -344,6 +353,12 @@ def erase(
     from ledger.timefmt import format_time, utc_now
 
     require_reason(reason, "--reason")  # one line, exit 1, as every refused request
+    if more_ids and not event_ids:
+        raise click.UsageError(
+            f"unexpected argument {more_ids[0]!r}: event ids follow --event "
+            "(--event ID ID ...); a run is --run RUN_ID"
+        )
+    event_ids = (*event_ids, *more_ids)
     chosen = sum((run_id is not None, before is not None, bool(event_ids), expired))
     if chosen != 1:
         raise click.UsageError(

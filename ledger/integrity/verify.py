@@ -145,6 +145,7 @@ class VerifyResult:
     rows: int
     checkpoints_verified: tuple[int, ...]
     findings: tuple[Finding, ...] = field(default=())
+    signatures_checked: bool = True  # False: no key given, checkpoints matched by root only
 
     @property
     def ok(self) -> bool:
@@ -164,11 +165,15 @@ class VerifyResult:
     def summary(self) -> str:
         """One line for people."""
         if self.ok:
-            signed = (
-                f"; checkpoints verified up to size {self.covered}"
-                if self.checkpoints_verified
-                else "; no checkpoint verified"
-            )
+            if not self.checkpoints_verified:
+                signed = "; no checkpoint verified"
+            elif self.signatures_checked:
+                signed = f"; checkpoints verified up to size {self.covered}"
+            else:
+                signed = (
+                    f"; checkpoint roots matched up to size {self.covered} (signatures not "
+                    "checked: no verifier key given)"
+                )
             return f"verified: {self.size} leaves, root {b64encode(self.root)}{signed}"
         kinds = sorted({str(f.kind) for f in self.errors})
         return f"NOT verified: {len(self.errors)} finding(s) ({', '.join(kinds)})"
@@ -183,6 +188,7 @@ class VerifyResult:
             "rows": self.rows,
             "checkpoints_verified": list(self.checkpoints_verified),
             "covered": self.covered,
+            "signatures_checked": self.signatures_checked,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -542,6 +548,7 @@ def verify_ledger(
         rows=scan.rows,
         checkpoints_verified=tuple(verified),
         findings=tuple(findings),
+        signatures_checked=keys is not None,
     )
 
 

@@ -91,6 +91,20 @@ def require_reason(reason: object, what: str = "reason") -> str:
     return require_text(reason, what).strip()
 
 
+NO_REASON = "(no reason given)"
+
+
+def reason_or_default(reason: object, what: str = "reason") -> str:
+    """:func:`require_reason`, but ``None`` (none given) records :data:`NO_REASON`: a
+    policy change or a hold's release need not say why (the log still records who and
+    when); an erasure and a hold must, and a reason given blank is refused everywhere.
+
+    >>> reason_or_default(None), reason_or_default("  case closed ")
+    ('(no reason given)', 'case closed')
+    """
+    return NO_REASON if reason is None else require_reason(reason, what)
+
+
 def require_text(value: str, what: str) -> str:
     """``value``, or ``ValidationError`` when it is no Unicode text that UTF-8 can hold (a
     lone surrogate: what a command-line argument of bytes that are not UTF-8 becomes).

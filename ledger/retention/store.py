@@ -61,6 +61,7 @@ from ledger.retention.rules import (
     Hold,
     Policy,
     change_kind,
+    reason_or_default,
     refuse,
     require_reason,
     require_text,
@@ -623,7 +624,7 @@ class Retention:
         floor: str | timedelta | None = None,
         keys: Sequence[str] | None = None,
         signer: NoteSigner | None = None,
-        reason: str,
+        reason: str | None = None,
         by: str | None = None,
     ) -> PolicyState:
         """Set the retention policy (a new version, recorded in the log).
@@ -631,9 +632,10 @@ class Retention:
         ``floor`` defaults to the current floor (0 for a first policy); ``keys`` (verifier
         key texts) to the current policy keys. Raising the floor is free; lowering it,
         or changing the keys once some are set, needs ``signer`` to be one of the
-        current policy's keys (``RetentionError`` otherwise, nothing changed).
+        current policy's keys (``RetentionError`` otherwise, nothing changed). ``reason``
+        None records "(no reason given)".
         """
-        why = require_reason(reason)
+        why = reason_or_default(reason)
         who = _actor(by)
         keep_span = keep if isinstance(keep, timedelta) else parse_duration(keep, what="--keep")
         for text in keys or ():
@@ -804,10 +806,12 @@ class Retention:
             )
         return hold
 
-    def release_hold(self, hold_id: str, *, reason: str, by: str | None = None) -> Hold:
-        """Release the hold ``hold_id``; recorded in the log. ``RetentionError`` for an
-        unknown or already released hold."""
-        why = require_reason(reason)
+    def release_hold(
+        self, hold_id: str, *, reason: str | None = None, by: str | None = None
+    ) -> Hold:
+        """Release the hold ``hold_id``; recorded in the log (``reason`` None records
+        "(no reason given)"). ``RetentionError`` for an unknown or already released hold."""
+        why = reason_or_default(reason)
         who = _actor(by)
         t = self._t.holds
         run = RetentionRun()

@@ -76,9 +76,31 @@ def test_the_five_line_path_verifies_and_finds_tampering(
     assert changed and changed[0]["seq"] == 3
 
 
+def test_verify_without_a_key_checks_the_tree_and_says_the_signatures_went_unchecked(
+    ledger_db: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    db, key, _ = ledger_db
+    code, out, err = run("verify", "--db", db)  # no checkpoint yet: the tree alone
+    assert code == 0 and "verified: 8 leaves" in out and "no-checkpoint" in out
+    assert "warning" not in err  # there was no signature to check
+    assert run("checkpoint", "--db", db, "--key", str(key))[0] == 0
+    code, out, err = run("verify", "--db", db)
+    assert code == 0 and "signatures not checked" in out and "--vkey" in err
+    code, out, _ = run("verify", "--db", db, "--json")
+    report = json.loads(out)
+    assert report["ok"] and report["signatures_checked"] is False
+    assert report["checkpoints_verified"] == [8]
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    conn.execute("UPDATE events SET event_json = replace(event_json, 'c2', 'c7') WHERE seq = 3")
+    conn.commit()
+    conn.close()
+    code, out, _ = run("verify", "--db", db, "--json")  # tampering is found without a key
+    assert code == 1
+    assert [f["seq"] for f in json.loads(out)["findings"] if f["kind"] == "changed"] == [3]
+
+
 def test_verify_usage_errors_exit_2(ledger_db: tuple[str, Path, Path]) -> None:
     db, _, _ = ledger_db
-    assert run("verify", "--db", db)[0] == 2  # no --vkey
     code, _, err = run("verify", "--db", db, "--vkey", "not-a-key+zz+zz")
     assert code == 2 and "Error" in err
     assert run("verify", "--db", db, "--vkey", "x", "--checkpoint", "/nonexistent")[0] == 2

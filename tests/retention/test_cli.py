@@ -83,3 +83,33 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     assert code == 1 and "SQL ledger" in err
     with SQLiteSink(Path(db.removeprefix("sqlite:///"))) as sink:
         assert all(e.erased is None for e in sink.events())
+
+
+def test_the_issue_s_command_lines_work_as_written(tmp_path: Path) -> None:
+    """``retention set --keep 400d --floor 180d`` and ``hold release ID`` with no reason
+    (the record says none was given), ``--event ID ID`` naming several events, and
+    ``verify`` with no key."""
+    db = _ledger(tmp_path)
+    code, out, err = _run("retention", "set", "--db", db, "--keep", "400d", "--floor", "0d")
+    assert code == 0 and "keep 400d, floor 0d" in out, err
+    code, out, _ = _run("retention", "show", "--db", db, "--json")
+    assert json.loads(out)["policy"]["reason"] == "(no reason given)"
+    code, out, _ = _run("hold", "add", "--db", db, "--run", "old-2", "--reason", "case", "--json")
+    hold_id = json.loads(out)["id"]
+    code, _, err = _run("hold", "release", hold_id, "--db", db)
+    assert code == 0, err
+    code, out, _ = _run("hold", "list", "--db", db, "--all", "--json")
+    assert json.loads(out)[0]["release_reason"] == "(no reason given)"
+    code, _, err = _run("hold", "release", hold_id, "--db", db, "--reason", " ")
+    assert code == 1 and "reason is required" in err  # blank is refused, not defaulted
+    code, out, _ = _run("events", "--db", db, "--run", "old-1", "--json")
+    first, second = (e["event_id"] for e in json.loads(out)[:2])
+    code, out, err = _run("erase", "--db", db, "--event", first, second, "--reason", "gdpr")
+    assert code == 0 and "erased 2 event(s)" in out, err
+    code, _, err = _run("erase", "--db", db, first, "--reason", "gdpr")
+    assert code == 2 and "--event" in err  # a bare id is not taken for a run
+    code, out, err = _run("verify", "--db", db, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"], report
+    erased = [f["message"] for f in report["findings"] if f["kind"] == "erased"]
+    assert len(erased) == 1 and erased[0].startswith("2 row(s) erased (hash kept)")
