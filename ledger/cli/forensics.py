@@ -2,7 +2,8 @@
 
 Each is a thin layer over a reader call (``Reader.runs``, ``Reader.chain``,
 ``Chain.why``, ``Reader.events``, ``verify_refs``); ``--json`` prints the machine form.
-``ledger events --json`` prints JSON Lines: one event per line in the reference's JSON.
+``ledger events --json`` prints one JSON array of events in the reference's JSON;
+``--nl`` prints them as JSON Lines (one event a line).
 """
 
 from __future__ import annotations

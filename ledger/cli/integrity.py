@@ -455,16 +455,19 @@ def _verify_source(
     files: list[Path],
     origin: str | None = None,
 ) -> VerifyResult:
+    from ledger.report.verification import verify_all
+    from ledger.sinks.sql import SQLReader
+
     notes = _read_notes(files)
     total = source.count_rows()
+    labels = [f"checkpoint file {f}" for f in files]
     with progress("verifying", total=total) as update:
+        if isinstance(source, SQLReader):  # the rows' own checks too, in the same pass
+            return verify_all(
+                source, verifiers, notes, labels=labels, progress=update, origin=origin
+            )
         return verify_ledger(
-            source,
-            verifiers,
-            notes,
-            labels=[f"checkpoint file {f}" for f in files],
-            progress=update,
-            origin=origin,
+            source, verifiers, notes, labels=labels, progress=update, origin=origin
         )
 
 

@@ -97,6 +97,7 @@ class FindingKind(StrEnum):
     NO_CHECKPOINT = "no-checkpoint"
     UNREADABLE = "unreadable"
     ERASED = "erased"
+    ROW = "row"  # a row's content hash or index columns disagree with its JSON
 
 
 _WARNINGS = frozenset({FindingKind.UNCOVERED, FindingKind.NO_CHECKPOINT})

@@ -232,7 +232,7 @@ class HashTally:
         if not problem:
             return
         self.count += 1
-        log.warning("content-hash check: event %s: %s", event_id, problem)
+        log.info("content-hash check: event %s: %s", event_id, problem)
         if len(self.listed) < _MAX_LISTED:
             self.listed.append(
                 HashMismatch(

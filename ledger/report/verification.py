@@ -15,18 +15,26 @@ sink gets the content-hash check alone (:func:`~ledger.report.hashes.check_hashe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from hashlib import sha256
 from typing import Any
 
 from ledger.integrity.checkpoint import TreeHead
 from ledger.integrity.note import NoteVerifier
-from ledger.integrity.verify import LeafRow, LeafSource, VerifyResult, verify_ledger
+from ledger.integrity.verify import (
+    Finding,
+    FindingKind,
+    LeafRow,
+    LeafSource,
+    VerifyResult,
+    verify_ledger,
+)
 from ledger.report.hashes import HashCheck, HashTally, check_hashes, verify_row
 from ledger.sinks.base import Reader
 from ledger.sinks.rows import FILTER_COLUMNS, TimeHighWater
 from ledger.sinks.sql import SQLReader
 
-__all__ = ["verify_rows"]
+__all__ = ["verify_all", "verify_rows"]
 
 _TIME = 4 + FILTER_COLUMNS.index("time_us")  # in the rows of _CheckedLeaves.leaf_rows
 
@@ -40,7 +48,11 @@ class _CheckedLeaves:
         self._source = source
         self.tally = HashTally()
         self._read = False
+        # what verify_ledger asks of a source beyond the protocol, as the sink answers it
+        # (not its batched readers: every row must pass through leaf_rows)
         self.head_lags = bool(getattr(source, "head_lags", False))
+        self.keeps_head = bool(getattr(source, "keeps_head", False))
+        self.tree_root: Callable[[int], bytes] | None = getattr(source, "tree_root", None)
 
     def leaf_rows(self) -> Iterator[LeafRow]:
         """The rows in commit order; the first reading checks their content hashes (a
@@ -54,10 +66,12 @@ class _CheckedLeaves:
         t = self._reader._table
         sqlite = self._reader._dialect == "sqlite"
         text = "CAST(event_json AS BLOB)" if sqlite else "event_json"
+        # SQLite keeps any type in any column: a leaf read as text might not decode
+        leaf = "substr(CAST(nodes AS BLOB), 1, 32)" if sqlite else "substr(nodes, 1, 32)"
         name = f'"{t.schema}".events' if t.schema else "events"
         sql = (
             f"SELECT seq, event_id, leaf_index, time_hi_us, {', '.join(FILTER_COLUMNS)}, "
-            f"{text}, content_hash, substr(nodes, 1, 32) FROM {name} ORDER BY seq"
+            f"{text}, content_hash, {leaf} FROM {name} ORDER BY seq"
         )
         tally = self.tally
         high = TimeHighWater()
@@ -66,7 +80,10 @@ class _CheckedLeaves:
             raw, stored, leaf = row[-3], row[-2], row[-1]
             data = raw if type(raw) is bytes else str(raw).encode("utf-8")
             # the bytes the log committed were an event the sink validated: no decode
-            committed = leaf is not None and bytes(leaf) == sha256(b"\x00" + data).digest()
+            committed = (  # a leaf of another type (SQLite keeps any) is checked in full
+                isinstance(leaf, bytes | memoryview)
+                and bytes(leaf) == sha256(b"\x00" + data).digest()
+            )
             obj, computed, problem = verify_row(event_id, raw, stored, row[4:-3], committed)
             wrong = high.check(row[_TIME], obj, not problem, stated_high)  # every row
             problem = problem or wrong
@@ -116,3 +133,44 @@ def verify_rows(
         result = verify_ledger(leaves, verifiers, checkpoints, progress=progress, **options)
         return leaves.tally.result(), result
     return check_hashes(reader), None
+
+
+def verify_all(
+    reader: Reader,
+    verifiers: Iterable[NoteVerifier] | None = None,
+    checkpoints: Iterable[str] = (),
+    *,
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> VerifyResult:
+    """:func:`verify_rows` as one result (what ``ledger verify`` runs on a SQL ledger):
+    the log's findings, and a :attr:`~ledger.integrity.verify.FindingKind.ROW` finding
+    for each row the content-hash check refuses (its content hash, its event id or a
+    filter column disagrees with its JSON, or its ``time_hi_us`` is below the time
+    stored before it: what a filtered read trusts) that no finding of the log names
+    already. ``reader`` must be a SQL sink (a :class:`LeafSource`)."""
+    hashes, result = verify_rows(reader, verifiers, checkpoints, progress=progress, **options)
+    if result is None:
+        raise TypeError(f"verify_all needs a SQL sink, not {type(reader).__name__}")
+    named = {f.event_id for f in result.findings if f.severity == "error"}
+    rows = [
+        Finding(
+            kind=FindingKind.ROW,
+            message=f"event {m.event_id} of run {m.run_id}: {m.detail}",
+            event_id=m.event_id,
+        )
+        for m in hashes.mismatches
+        if m.event_id not in named
+    ]
+    unlisted = hashes.mismatch_count - len(hashes.mismatches)
+    if unlisted > 0:
+        rows.append(
+            Finding(
+                kind=FindingKind.ROW,
+                message=f"{unlisted} more row(s) disagree with their JSON (only the first "
+                f"{len(hashes.mismatches)} are named); run `ledger db check`",
+            )
+        )
+    if not rows:
+        return result
+    return replace(result, findings=(*result.findings, *rows))

@@ -1166,6 +1166,8 @@ class Retention:
         mark = "?" if sqlite else "%s"
         name = f'"{self._schema}".events' if self._schema else "events"
         data = "CAST(event_json AS BLOB)" if sqlite else "event_json"
+        # SQLite keeps any type in any column: a leaf read as text might not decode
+        leaf = "substr(CAST(nodes AS BLOB), 1, 32)" if sqlite else "substr(nodes, 1, 32)"
         params: list[Any]
         if selection.run_id is not None:
             where, params = f"run_id = {mark}", [selection.run_id]
@@ -1182,7 +1184,7 @@ class Retention:
             )
             params = [i for p in parts for i in p]
         sql = (
-            f"SELECT seq, event_id, leaf_index, run_id, time_us, substr(nodes, 1, 32), {data} "
+            f"SELECT seq, event_id, leaf_index, run_id, time_us, {leaf}, {data} "
             f"FROM {name} "
             f"WHERE {where} AND seq > {mark} ORDER BY seq LIMIT {PAGE}"
         )
