@@ -34,7 +34,7 @@ from ledger.model.shown import one_line
 from ledger.model.values import Approval, Ref
 from ledger.timefmt import format_time, format_time_us
 
-__all__ = ["Explanation", "clip", "erased_parts"]
+__all__ = ["Explanation", "clip", "erased_parts", "gate_text"]
 
 _CLIP = 200
 _INDENT = " " * 12  # under the values: "  reason:   "
@@ -63,6 +63,19 @@ def erased_parts(
         if e is not None and e.erased is not None
     }
     return {"erased": parts} if parts else {}
+
+
+def gate_text(decision: Event) -> str:
+    """``verdict: reason (policy label)`` of a gate decision, its erased parts shown as
+    erased (what ``ledger why`` prints on its ``gate:`` line).
+
+    >>> gate_text(Event(kind="gate_decision", run_id="r", call_id="c", verdict="denied",
+    ...                 reason="dangerous shell command", label="shell"))
+    'denied: dangerous shell command (policy shell)'
+    """
+    reason = erased_text(decision, "reason") or decision.reason
+    label = erased_text(decision, "label") or decision.label
+    return f"{decision.verdict or '?'}: {reason}" + (f" (policy {label})" if label else "")
 
 
 def _field(label: str, text: str, width: int | None) -> list[str]:
@@ -139,7 +152,11 @@ class Explanation:
                 for r in self.evidence
             ],
             "decision": (
-                {"verdict": str(self.decision.verdict or ""), "reason": self.decision.reason}
+                {
+                    "verdict": str(self.decision.verdict or ""),
+                    "reason": self.decision.reason,
+                    **({"erased": d.to_dict()} if (d := self.decision.erased) else {}),
+                }
                 if self.decision
                 else None
             ),
@@ -207,10 +224,7 @@ class Explanation:
             f"  outcome:  {self._outcome()}",
         ]
         if self.decision is not None:
-            gate = f"{self.decision.verdict or '?'}: {self.decision.reason}"
-            if self.decision.label:
-                gate += f" (policy {self.decision.label})"
-            lines += _field("gate", gate, width)
+            lines += _field("gate", gate_text(self.decision), width)
         if self.approval is not None:
             a = self.approval
             when = f" at {format_time(a.time)}" if a.time else ""

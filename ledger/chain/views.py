@@ -38,6 +38,7 @@ __all__ = [
     "ChainParts",
     "action_dict",
     "anomaly_dict",
+    "available_count",
     "chain_dict",
     "erased_reads",
     "event_dict",
@@ -197,6 +198,17 @@ def _wrapped(prefix: str, text: str, width: int) -> list[str]:
     ) or [prefix.rstrip()]  # fmt: skip
 
 
+def available_count(available: Sequence[Ref], gone_reads: Sequence[str]) -> str:
+    """How many things were available, as a chain's heading says it: the refs listed,
+    and the reads whose refs were erased (one line each below it).
+
+    >>> available_count([], ["[erased: GDPR 42]"])
+    '0 + 1 erased'
+    """
+    erased = f" + {len(gone_reads)} erased" if gone_reads else ""
+    return f"{len(available)}{erased}"
+
+
 def render_chain(chain: ChainParts, width: int = 80) -> str:
     """The chain as an indented text tree wrapped to ``width``: the request, what was
     available, each action (verdict, outcome, reason, who approved, args, evidence,
@@ -217,7 +229,7 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
     if not chain.available and not gone_reads:
         lines.append("  available: (none)")
     else:
-        lines.append(f"  available ({len(chain.available)}):")
+        lines.append(f"  available ({available_count(chain.available, gone_reads)}):")
         for ref in chain.available:
             lines += _wrapped("    ", ref_text(ref, chain.events), width)
         for text in gone_reads:

@@ -21,9 +21,15 @@ from rich.tree import Tree
 
 from ledger.adapters.mcp.definitions import DefinitionResolver
 from ledger.chain import Chain
-from ledger.chain.explain import clip
+from ledger.chain.explain import clip, gate_text
 from ledger.chain.parts import UNINTENDED
-from ledger.chain.views import erased_reads, event_dict, outcome_text, ref_text
+from ledger.chain.views import (
+    available_count,
+    erased_reads,
+    event_dict,
+    outcome_text,
+    ref_text,
+)
 from ledger.cli.common import (
     db_option,
     emit_json,
@@ -125,10 +131,11 @@ def chain_tree(chain: Chain) -> Tree:
         else "[red](missing)[/]"
     )
     tree.add(f"[bold]request[/]: {_text(text) if req else text}")
-    avail = tree.add(f"[bold]available[/] ({len(chain.available)})")
+    gone_reads = erased_reads(chain.events)  # retrieved items whose refs were erased
+    avail = tree.add(f"[bold]available[/] ({available_count(chain.available, gone_reads)})")
     for ref in chain.available:
         avail.add(_text(ref_text(ref, chain.events, short=True)))
-    for text in erased_reads(chain.events):  # retrieved items whose refs were erased
+    for text in gone_reads:
         avail.add(_text(text))
     acts = tree.add(f"[bold]actions[/] ({len(chain.actions)})")
     for a in chain.actions:
@@ -237,6 +244,7 @@ def _why_not_an_action(chain: Chain, call: str, as_json: bool) -> None:
                         "verdict": str(decision.verdict or ""),
                         "reason": decision.reason,
                         "policy": decision.label,
+                        **({"erased": d.to_dict()} if (d := decision.erased) else {}),
                     }
                     if decision
                     else None
@@ -248,8 +256,7 @@ def _why_not_an_action(chain: Chain, call: str, as_json: bool) -> None:
         return
     lines = [f"{tool} (call {call}) in run {chain.run_id}: {what}, no action committed"]
     if decision is not None:
-        policy = f" (policy {decision.label})" if decision.label else ""
-        lines.append(f"  gate:     {decision.verdict or '?'}: {decision.reason}{policy}")
+        lines.append(f"  gate:     {gate_text(decision)}")
     else:
         lines.append("  gate:     no decision recorded")
     if result is not None:

@@ -67,6 +67,7 @@ __all__ = [
     "erase_fields",
     "erase_stored",
     "erased_text",
+    "erased_whole",
     "erasure_digest",
     "hold_change",
     "kept_facts",
@@ -130,7 +131,10 @@ E = TypeVar("E", bound=_Erasable)
 class Erasure:
     """The ``erased`` member of a tombstone.
 
-    ``fields``: the erased field names (in :data:`ALL_FIELDS` order); ``leaf_hash``: the
+    ``fields``: the names of the fields the event held that were erased (in
+    :data:`ALL_FIELDS` order; a field the event never held is not named, so a reader
+    shows as erased only what was there: empty when the event, erased whole, held none
+    of them); ``leaf_hash``: the
     event's leaf hash as 64 lowercase hex digits; ``records``: the event ids of the
     erasure records that removed them, oldest first; ``reason``: the latest reason.
     """
@@ -148,7 +152,7 @@ class Erasure:
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.fields if f not in ALL_FIELDS]
-        if unknown or not self.fields:
+        if unknown or len(set(self.fields)) != len(self.fields):
             raise ValidationError(
                 f"erased.fields: {list(self.fields)!r} must name fields among "
                 f"{', '.join(ALL_FIELDS)}"
@@ -168,11 +172,6 @@ class Erasure:
             raise ValidationError(f"erased.records: {self.records!r} must be event ids")
         if not isinstance(self.reason, str) or not self.reason.strip():
             raise ValidationError("erased.reason: an erasure needs a non-empty reason")
-
-    @property
-    def whole(self) -> bool:
-        """True when every erasable field is gone (the event was erased whole)."""
-        return set(self.fields) == set(ALL_FIELDS)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON member, its members in sorted order (as RFC 8785 orders them)."""
@@ -256,6 +255,20 @@ def kept_facts(
     return had_err, marked
 
 
+def erased_whole(event: _Erasable) -> bool:
+    """True when ``event`` is a tombstone that holds none of the erasable fields any
+    more (erased whole, or field by field until nothing was left).
+
+    >>> from ledger.model import Event
+    >>> e = Event(kind="action", run_id="r", call_id="c", args='{"to":"alice"}')
+    >>> gone = erase_fields(e, fields=ALL_FIELDS, leaf_hash="ab" * 32,
+    ...                     record="0" * 26, reason="GDPR Art. 17")
+    >>> erased_whole(e), erased_whole(gone), gone.erased.fields
+    (False, True, ('args',))
+    """
+    return event.erased is not None and all(getattr(event, f) == _EMPTY[f] for f in ALL_FIELDS)
+
+
 def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str, reason: str) -> E:
     """``event`` with ``fields`` removed and its ``erased`` member set (merged with an
     earlier erasure of the same event: the union of the fields, the records in order).
@@ -278,9 +291,10 @@ def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str
                 f"event {event.event_id}: its tombstone keeps leaf hash {before.leaf_hash}, "
                 f"not {leaf_hash}; the row was changed outside the ledger"
             )
-        wanted |= set(before.fields)
         records = (*before.records, record)
-    ordered = tuple(f for f in ALL_FIELDS if f in wanted)
+    held = {f for f in wanted if getattr(event, f) != _EMPTY[f]}  # what it still holds
+    gone = held | (set(before.fields) if before is not None else set())
+    ordered = tuple(f for f in ALL_FIELDS if f in gone)
     had_err, marked = kept_facts(
         kind=str(event.kind),
         label=event.label,
@@ -500,13 +514,13 @@ def erase_stored(
     wanted = set(fields)
     before = obj.pop("erased", None)
     prior = None if before is None else Erasure.from_dict(before)
-    if prior is not None:
-        if prior.leaf_hash != leaf_hash:
-            raise ValidationError(
-                f"event {obj.get('event_id')}: its tombstone keeps leaf hash "
-                f"{prior.leaf_hash}, not {leaf_hash}; the row was changed outside the ledger"
-            )
-        wanted |= set(prior.fields)
+    if prior is not None and prior.leaf_hash != leaf_hash:
+        raise ValidationError(
+            f"event {obj.get('event_id')}: its tombstone keeps leaf hash "
+            f"{prior.leaf_hash}, not {leaf_hash}; the row was changed outside the ledger"
+        )
+    held = {f for f in wanted if f in obj}  # empty values are not stored
+    wanted = held | (set(prior.fields) if prior is not None else set())
     get = obj.get
     had_err, marked = kept_facts(
         kind=get("kind"), label=get("label", ""), reason=get("reason", ""), err=get("err", ""),

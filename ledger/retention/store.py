@@ -1190,6 +1190,15 @@ class Retention:
         )
         return sql, params
 
+    def _whole_records(self, conn: sa.Connection) -> set[str]:
+        """The ids of the erasure records that erased whole events."""
+        t = self._t.erasures
+        return {
+            str(record_id)
+            for record_id, fields in conn.execute(sa.select(t.c.record_id, t.c.fields))
+            if set(json.loads(fields)) >= set(ALL_FIELDS)
+        }
+
     def _tombstones(
         self,
         conn: sa.Connection,
@@ -1232,6 +1241,7 @@ class Retention:
         whole = want == set(ALL_FIELDS)
         cutoff, check_holds = guard.cutoff, guard.active
         make, sha256, note, vouch = maker.make, hashlib.sha256, digest.update, stones.update
+        wholes: set[str] | None = None  # the records of whole erasures, read at need
         while True:
             rows = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
             if not rows:
@@ -1277,11 +1287,19 @@ class Retention:
                     stated = _json_key(data)
                 if stated != (run_id, time_us):
                     raise _index_changed(seq, event_id, run_id, time_us, stated)
-                done = stone is not None and want <= set(stone.fields)
-                if not done and not whole and not maker.changes(orjson.loads(data)):
-                    if stone is None or not want & set(stone.fields):
-                        continue  # it holds none of the fields: left as it is, not listed
-                    done = True  # what it held of them an earlier erasure took
+                # a tombstone names the fields it held that went: erased before when it
+                # holds none of the wanted fields still and, for a whole erasure, a whole
+                # erasure made it (a whole erasure takes over a field erasure's rows, so
+                # no record is left vouching for only some of its tombstones)
+                done = False
+                if stone is not None and not any(f in orjson.loads(data) for f in want):
+                    if not whole and not want & set(stone.fields):
+                        continue  # it never held them: left as it is, not listed
+                    if whole and wholes is None:
+                        wholes = self._whole_records(conn)
+                    done = not whole or bool(wholes and wholes & set(stone.records))
+                elif not whole and not maker.changes(orjson.loads(data)):
+                    continue  # it holds none of the fields: left as it is, not listed
                 if each is not None:
                     event = Event.from_json(data)
                     each(

@@ -55,7 +55,6 @@ class TombstoneMaker:
 
     __slots__ = (
         "_fields",
-        "_head",
         "_page_plans",
         "_plans",
         "_reason",
@@ -70,16 +69,14 @@ class TombstoneMaker:
         self._fields = tuple(f for f in ALL_FIELDS if f in wanted)
         self._record, self._reason = record, reason
         self._whole = wanted == _ERASABLE
-        listed = orjson.dumps(list(self._fields)).decode()
         records = orjson.dumps([record]).decode()
         why = orjson.dumps(reason).decode()
-        # "erased":{"fields":[...],"had_err":false,"leaf_hash":"<hex>","records":[...],
-        # "reason":"..."}; in the RFC 8785 form its members are sorted (reason before
-        # records). The format strings serve rows with no err and no safe marker to keep:
-        # a row with an err member takes the general path (its plan is None), and so
-        # does a gate_decision (its marked_safe depends on its label and reason)
-        had_err = ',"had_err":false' if "err" in wanted else ""
-        self._head = _literal('"erased":{"fields":' + listed + had_err + ',"leaf_hash":"')
+        # "erased":{"fields":[...],"leaf_hash":"<hex>","records":[...],"reason":"..."};
+        # in the RFC 8785 form its members are sorted (reason before records). "fields"
+        # names what the row held (each plan's own, by the row's members). The format
+        # strings serve rows with no err and no safe marker to keep: a row with an err
+        # member takes the general path (its plan is None), and so does a gate_decision
+        # (its marked_safe depends on its label and reason)
         self._tail = _literal('","records":' + records + ',"reason":' + why + "}")
         self._stail = _literal('","reason":' + why + ',"records":' + records + "}")
         self._plans: dict[tuple[str, ...], _Plan | None] = {}
@@ -173,7 +170,7 @@ class TombstoneMaker:
         getter = itemgetter(*kept)
         types = (*(int if k in _INT_FIELDS else str for k in kept), str)
         slot = next((i for i, k in enumerate(kept) if k in _INT_FIELDS), -1)
-        erased = self._head + "%s"
+        erased = self._head(keys) + "%s"
         text = "{" + ",".join(map(_slot, kept)) + "," + erased + self._tail + "}"
         members = {k: _slot(k) for k in kept}
         members["erased"] = erased + self._stail
@@ -183,6 +180,12 @@ class TombstoneMaker:
         position["erased"] = len(kept)  # the leaf hash, the only slot of "erased"
         order = itemgetter(*(position[k] for k in named))
         return getter, types, slot, text, canon, order
+
+    def _head(self, keys: tuple[str, ...]) -> str:
+        """``"erased":{"fields":[...],"leaf_hash":"`` for rows whose members are ``keys``:
+        the fields erased that such a row holds."""
+        held = orjson.dumps([f for f in self._fields if f in keys]).decode()
+        return _literal('"erased":{"fields":' + held + ',"leaf_hash":"')
 
     def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
         """The format strings for rows whose members are ``keys`` (stored order), or
@@ -194,7 +197,7 @@ class TombstoneMaker:
             return None
         types = tuple(int if k in _INT_FIELDS else str for k in kept)
         slot = next((i for i, k in enumerate(kept) if k in _INT_FIELDS), -1)
-        erased = self._head + f"%({_LEAF})s"
+        erased = self._head(keys) + f"%({_LEAF})s"
         text = "{" + ",".join(map(_member, kept)) + "," + erased + self._tail + "}"
         members = {k: _member(k) for k in kept}
         members["erased"] = erased + self._stail

@@ -11,7 +11,7 @@ from ledger.errors import RetentionError, ValidationError
 from ledger.integrity import generate_key
 from ledger.integrity.note import Signer, Verifier
 from ledger.integrity.verify import FindingKind, verify_ledger
-from ledger.model.erasure import ERASE_TOOL
+from ledger.model.erasure import ERASE_TOOL, erased_whole
 from ledger.retention import Retention, Selection, store
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
@@ -249,7 +249,7 @@ def test_an_erasure_in_pages_erases_what_row_by_row_erases(
     plan = r.erase(Selection.of_run("old-1"), reason="all", dry_run=True)
     done = r.erase(Selection.of_run("old-1"), reason="all")
     assert done.erased == plan.erased == len(ids) and done.digest == plan.digest
-    assert all(e.erased and e.erased.whole for e in sink.events(run_id="old-1"))  # type: ignore[attr-defined]
+    assert all(erased_whole(e) for e in sink.events(run_id="old-1"))  # type: ignore[attr-defined]
     _verified(sink)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
+from ledger.model.erasure import erased_whole
 from ledger.retention import Retention
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
 
@@ -135,8 +136,9 @@ def test_erasing_twice_and_growing_a_field_erasure(ledger_db: Ledger, tmp_path: 
     code, out, _ = _run("erase", "--db", db, "--event", ids["old-1"][1], "--reason", "whole")
     assert code == 0 and "erased 1 event(s)" in out
     sink = ledger_db.open()
-    gone = sink.get(ids["old-1"][1]).erased
-    assert gone is not None and gone.whole and len(gone.records) == 2
+    whole = sink.get(ids["old-1"][1])
+    gone = whole.erased
+    assert erased_whole(whole) and gone is not None and len(gone.records) == 2
     assert gone.reason == "whole"
     assert sink.get(ids["old-1"][3]).erased.fields == ("args",)
     _, vkey = _vkey(tmp_path)

@@ -13,6 +13,7 @@ from ledger.model.erasure import (
     ALL_FIELDS,
     Erasure,
     erase_fields,
+    erased_whole,
     erasure_digest,
     record_summary,
     tombstone_of,
@@ -145,7 +146,8 @@ def test_whole_erasure_keeps_the_structure_and_drops_the_content() -> None:
     for name in ("event_id", "run_id", "call_id", "time", "kind", "tool", "verdict", "duration_ms"):
         assert getattr(gone, name) == getattr(ev, name)
     assert gone.args is None and gone.refs == () and gone.reason == "" and gone.preview == ""
-    assert gone.erased is not None and gone.erased.whole
+    assert erased_whole(gone) and gone.erased is not None
+    assert gone.erased.fields == ("refs", "preview", "args", "reason")  # what it held, no more
     text = gone.to_json()
     assert "alice" not in text
     assert Event.from_json(text) == gone
