@@ -119,6 +119,12 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         return parse_date(value, what=f"--{param.name}")
     except ValidationError as exc:
         if param.name in ("since", "until"):
+            if value.strip().lower().endswith("m") and value.strip()[:-1].isdigit():
+                # a hold must not cover six minutes where six months was meant
+                raise click.BadParameter(
+                    f"{value!r}: 'm' is ambiguous for a legal hold (minutes or months?); "
+                    "give hours or days (e.g. 4h, 180d) or a date (2026-01-31)"
+                ) from None
             return parse_when(value)  # an age, or its usage error naming every form
         raise click.BadParameter(str(exc)) from None
 
@@ -207,17 +213,21 @@ def retention_show(db: str, as_json: bool) -> None:
     with _retention(db, write=False) as r:
         history = r.policies()
         holds = r.holds()
+        changed = r.tables_changed()
     if as_json:
         emit_json(
             {
                 "policy": history[-1].to_dict() if history else None,
                 "history": [s.to_dict() for s in history],
                 "holds": [h.to_dict() for h in holds],
+                "tables_changed": changed,
             }
         )
+        _fail_if_changed(changed)
         return
     if not history:
         click.echo("no retention policy set (nothing may be erased until one is)")
+        _fail_if_changed(changed)
         return
     out = stdout()
     current = history[-1]
@@ -235,6 +245,22 @@ def retention_show(db: str, as_json: bool) -> None:
             markup=False,
         )
     out.print(f"legal holds standing: {len(holds)}")
+    _fail_if_changed(changed)
+
+
+def _fail_if_changed(changed: str) -> None:
+    """Say on stderr that the retention tables shown disagree with the log (``changed``:
+    how, from :meth:`~ledger.retention.Retention.tables_changed`), and exit 1."""
+    if changed:
+        click.echo(
+            one_line(
+                "ledger: error: the retention tables disagree with the retention records in "
+                f"the log, so what is shown is not the log's ({changed}); erasures are "
+                "refused until the database is restored from a backup"
+            ),
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 # --- ledger hold ---------------------------------------------------------------------
@@ -263,6 +289,11 @@ def hold_add(
     as_json: bool,
 ) -> None:
     """Place a legal hold on a run (--run) or a time range (--since/--until)."""
+    if (run_id is None) == (since is None and until is None):
+        raise click.UsageError(
+            "hold either a run (--run RUN_ID) or a time range (--since and/or --until), "
+            "one of the two"
+        )
     check_window(since, until)
     with _retention(db, write=True) as r:
         h = r.add_hold(run_id=run_id, since=since, until=until, reason=reason, by=by)
@@ -296,8 +327,10 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
     """List legal holds."""
     with _retention(db, write=False) as r:
         holds = r.holds(released=show_all)
+        changed = r.tables_changed()
     if as_json:
         emit_json([h.to_dict() for h in holds])
+        _fail_if_changed(changed)
         return
     if not holds:
         click.echo("no legal holds" + ("" if show_all else " standing"))
@@ -309,6 +342,7 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
                 f"{human_time(h.created)}: {h.reason}"
             )
         )
+    _fail_if_changed(changed)
 
 
 # --- ledger erase ----------------------------------------------------------------------

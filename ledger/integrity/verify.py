@@ -98,6 +98,7 @@ class FindingKind(StrEnum):
     UNREADABLE = "unreadable"
     ERASED = "erased"
     ROW = "row"  # a row's content hash or index columns disagree with its JSON
+    RETENTION_TABLES = "retention-tables"  # the policy/hold tables are not the log's
 
 
 _WARNINGS = frozenset({FindingKind.UNCOVERED, FindingKind.NO_CHECKPOINT})

@@ -570,7 +570,8 @@ class Retention:
                     check(conn, logged)
                 except RetentionError as exc:  # a table changed, or emptied (or a copy
                     # from JSONL, which carries no tables: what it shows is not the log's)
-                    found.append(str(exc).removesuffix("; nothing was changed"))
+                    what = exc.what if isinstance(exc, TablesChanged) else ""
+                    found.append(what or str(exc).removesuffix("; nothing was changed"))
         return "; ".join(found)
 
     def _trusted_holds(
@@ -1141,7 +1142,9 @@ class Retention:
             )
 
     def _check_holds(self, conn: sa.Connection, where: list[Any], holds: list[Hold]) -> None:
+        """Refuse when a standing hold covers a selected event, naming every such hold."""
         t = self._events
+        blocking: list[tuple[int, Hold]] = []
         for hold in holds:
             if hold.run_id is not None:
                 scope = [t.c.run_id == hold.run_id]
@@ -1153,11 +1156,23 @@ class Retention:
                     scope.append(t.c.time_us < to_micros(hold.until))
             count = conn.execute(sa.select(sa.func.count()).where(*where, *scope)).scalar_one()
             if count:
-                raise refuse(
-                    f"{count} selected event(s) are under legal hold {hold.hold_id} "
-                    f"({hold.describe()}: {hold.reason}); release it first with `ledger hold "
-                    f"release {hold.hold_id}`"
-                )
+                blocking.append((int(count), hold))
+        if len(blocking) == 1:
+            count, hold = blocking[0]
+            raise refuse(
+                f"{count} selected event(s) are under legal hold {hold.hold_id} "
+                f"({hold.describe()}: {hold.reason}); release it first with `ledger hold "
+                f"release {hold.hold_id}`"
+            )
+        if blocking:
+            each = "; ".join(
+                f"{count} under hold {hold.hold_id} ({hold.describe()}: {hold.reason})"
+                for count, hold in blocking
+            )
+            raise refuse(
+                f"selected events are under {len(blocking)} legal holds: {each}; each must be "
+                "released first (`ledger hold release ID`)"
+            )
 
     def _scan(self, conn: sa.Connection, selection: Selection) -> tuple[str, list[Any]]:
         """The driver-level page query of ``selection`` (rows after a ``seq``, in ``seq``
@@ -1518,12 +1533,19 @@ def _hold_scope(hold: Hold) -> dict[str, Any]:
 
 class TablesChanged(RetentionError):
     """The retention tables are not the index of the retention records in the log: they
-    were changed outside the ledger (a floor lowered, a hold deleted, by SQL)."""
+    were changed outside the ledger (a floor lowered, a hold deleted, by SQL). ``what``
+    says how."""
+
+    def __init__(self, message: str, what: str = "") -> None:
+        super().__init__(message)
+        self.what = what
 
 
 def _tampered(what: str) -> Exception:
     """The refusal of a request whose retention tables were changed outside the ledger."""
     return TablesChanged(
-        f"{what}: the retention tables were changed outside the ledger; run `ledger verify` "
-        "and restore them from the log or a backup; nothing was changed"
+        f"{what}: the retention tables were changed outside the ledger (`ledger retention "
+        "show` and `ledger verify` say how); restore the database from a backup; nothing "
+        "was changed",
+        what,
     )

@@ -113,3 +113,56 @@ def test_the_issue_s_command_lines_work_as_written(tmp_path: Path) -> None:
     assert code == 0 and report["ok"], report
     erased = [f["message"] for f in report["findings"] if f["kind"] == "erased"]
     assert len(erased) == 1 and erased[0].startswith("2 row(s) erased (hash kept)")
+
+
+def test_hold_input_is_refused_before_anything_is_held(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    _run("retention", "set", "--db", db, "--keep", "400d")
+    for args in (("--since", "6m"), ("--until", "6M"), ()):
+        code, _, err = _run("hold", "add", "--db", db, *args, "--reason", "x")
+        assert code == 2 and "Traceback" not in err, (args, err)
+    code, _, err = _run("hold", "add", "--db", db, "--since", "6m", "--reason", "x")
+    assert "ambiguous" in err
+    code, _, err = _run("hold", "add", "--db", db, "--run", "old-1", "--since", "7d",
+                        "--reason", "x")  # fmt: skip
+    assert code == 2 and "one of the two" in err
+    code, out, _ = _run("hold", "list", "--db", db, "--all", "--json")
+    assert json.loads(out) == []
+
+
+def test_a_refusal_names_every_hold_that_blocks_it(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    _run("retention", "set", "--db", db, "--keep", "400d")
+    ids = []
+    for args in (("--run", "old-1"), ("--run", "old-2"), ("--since", "2020-01-01")):
+        code, out, _ = _run("hold", "add", "--db", db, *args, "--reason", "case", "--json")
+        ids.append(json.loads(out)["id"])
+    code, _, err = _run("erase", "--db", db, "--before", "2030-01-01", "--reason", "x")
+    assert code == 1 and "3 legal holds" in err and all(i in err for i in ids), err
+    assert err.count("\n") == 1
+
+
+def test_retention_tables_changed_by_sql_are_reported_by_show_list_and_verify(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    db = _ledger(tmp_path)
+    _run("retention", "set", "--db", db, "--keep", "400d", "--floor", "180d")
+    code, out, _ = _run("hold", "add", "--db", db, "--run", "old-1", "--reason", "case", "--json")
+    for command in (("retention", "show"), ("hold", "list"), ("verify",)):
+        assert _run(*command, "--db", db)[0] == 0, command
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    conn.execute("UPDATE retention_policy SET floor_s = 0")
+    conn.execute("DELETE FROM legal_holds")
+    conn.commit()
+    conn.close()
+    code, out, err = _run("retention", "show", "--db", db, "--json")
+    assert code == 1 and json.loads(out)["tables_changed"] and "backup" in err
+    code, _, err = _run("hold", "list", "--db", db)
+    assert code == 1 and "disagree with the retention records" in err
+    code, out, _ = _run("verify", "--db", db, "--json")
+    kinds = {f["kind"] for f in json.loads(out)["findings"]}
+    assert code == 1 and "retention-tables" in kinds
+    code, _, err = _run("erase", "--db", db, "--run", "old-2", "--reason", "x")
+    assert code == 1 and "changed outside the ledger" in err and "backup" in err
