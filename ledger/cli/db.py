@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ledger.cli.common import emit_json, json_option, progress, stdout
+from ledger.cli.common import emit_json, json_option, progress, stdout, url_or_db
 from ledger.report.database import check_database, database_url
 
 __all__ = ["db", "register"]
@@ -24,7 +24,7 @@ def db() -> None:
 
 
 @db.command(short_help="Create or migrate the schema at URL to the newest revision.")
-@click.argument("url")
+@url_or_db
 @json_option
 def upgrade(url: str, as_json: bool) -> None:
     """Bring the ledger schema at URL to the newest revision (creates it if empty)."""
@@ -38,7 +38,7 @@ def upgrade(url: str, as_json: bool) -> None:
 
 
 @db.command(short_help="Schema revision, row counts and integrity (read-only).")
-@click.argument("url")
+@url_or_db
 @json_option
 def check(url: str, as_json: bool) -> None:
     """Schema revision, row counts and integrity of the ledger at URL (read-only)."""

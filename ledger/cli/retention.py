@@ -36,8 +36,9 @@ from ledger.cli.common import (
     json_option,
     parse_when,
     stdout,
+    url_or_db,
 )
-from ledger.errors import ValidationError
+from ledger.errors import LedgerError, ValidationError
 from ledger.model.shown import one_line
 
 __all__ = ["register"]
@@ -176,7 +177,19 @@ def retention_set(
     signed by a policy key)."""
     from ledger.integrity.note import Signer
 
-    signer = None if signer_key is None else Signer.from_key(_key_text(signer_key))
+    signer = None
+    if signer_key is not None:
+        text = _key_text(signer_key)
+        if not text.startswith("PRIVATE+KEY+"):
+            raise click.BadParameter(
+                "that is not a signer key: --key takes the signer key file `ledger keygen "
+                "--out FILE` wrote (a verifier key, what keygen printed, goes to --policy-key)",
+                param_hint="--key",
+            )
+        try:
+            signer = Signer.from_key(text)
+        except LedgerError as exc:  # malformed, or its key id does not match
+            raise click.BadParameter(str(exc), param_hint="--key") from None
     keys = [_key_text(k) for k in policy_keys] or None
     if any(k.startswith("PRIVATE+KEY+") for k in keys or ()):
         raise click.BadParameter(
@@ -471,17 +484,17 @@ def erase(
 
 
 @click.command("vacuum", short_help="Reclaim the space of erased rows (VACUUM).")
-@db_option
+@url_or_db
 @json_option
-def db_vacuum(db: str, as_json: bool) -> None:
+def db_vacuum(url: str, as_json: bool) -> None:
     """SQLite VACUUM / PostgreSQL VACUUM: reclaims the space erased rows left. Deletes no
     row, so nothing the floor or a hold protects is touched."""
     from ledger.retention.vacuum import vacuum
     from ledger.sinks.opening import open_sink
 
-    with _retention(db, write=True):
+    with _retention(url, write=True):
         pass  # refuses a JSONL ledger; the schema is current
-    sink: Any = open_sink(db)
+    sink: Any = open_sink(url)
     try:
         outcome = vacuum(sink)
     finally:

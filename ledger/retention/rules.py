@@ -102,7 +102,14 @@ def reason_or_default(reason: object, what: str = "reason") -> str:
     >>> reason_or_default(None), reason_or_default("  case closed ")
     ('(no reason given)', 'case closed')
     """
-    return NO_REASON if reason is None else require_reason(reason, what)
+    if reason is None:
+        return NO_REASON
+    if isinstance(reason, str) and not reason.strip():
+        raise ValidationError(
+            f"{what}: a reason, when given, must not be blank (leave it out to record "
+            f"{NO_REASON!r}); nothing was changed"
+        )
+    return require_reason(reason, what)
 
 
 def require_text(value: str, what: str) -> str:

@@ -101,7 +101,7 @@ def test_the_issue_s_command_lines_work_as_written(tmp_path: Path) -> None:
     code, out, _ = _run("hold", "list", "--db", db, "--all", "--json")
     assert json.loads(out)[0]["release_reason"] == "(no reason given)"
     code, _, err = _run("hold", "release", hold_id, "--db", db, "--reason", " ")
-    assert code == 1 and "reason is required" in err  # blank is refused, not defaulted
+    assert code == 1 and "must not be blank" in err  # blank is refused, not defaulted
     code, out, _ = _run("events", "--db", db, "--run", "old-1", "--json")
     first, second = (e["event_id"] for e in json.loads(out)[:2])
     code, out, err = _run("erase", "--db", db, "--event", first, second, "--reason", "gdpr")
@@ -166,3 +166,22 @@ def test_retention_tables_changed_by_sql_are_reported_by_show_list_and_verify(
     assert code == 1 and "retention-tables" in kinds
     code, _, err = _run("erase", "--db", db, "--run", "old-2", "--reason", "x")
     assert code == 1 and "changed outside the ledger" in err and "backup" in err
+
+
+def test_db_commands_take_the_ledger_as_an_argument_or_as_db(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    for command in (("db", "check"), ("db", "vacuum"), ("db", "upgrade")):
+        assert _run(*command, db)[0] == 0, command
+        assert _run(*command, "--db", db)[0] == 0, command
+        code, _, err = _run(*command, db, "--db", f"sqlite:///{tmp_path / 'other.db'}")
+        assert code == 2 and "two ledgers given" in err, command
+    assert not (tmp_path / "other.db").exists()
+
+
+def test_a_verifier_key_given_as_the_signer_key_is_named(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    _, vkey = generate_key("dpo.example/policy")
+    (tmp_path / "dpo.vkey").write_text(vkey)
+    code, _, err = _run("retention", "set", "--db", db, "--keep", "400d", "--key",
+                        str(tmp_path / "dpo.vkey"))  # fmt: skip
+    assert code == 2 and "--key" in err and "not a signer key" in err
