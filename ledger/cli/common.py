@@ -88,13 +88,17 @@ def db_option(f: F) -> F:
 
 def url_or_db(f: Callable[..., Any]) -> Callable[..., Any]:
     """A ledger named either way: the ``URL`` argument or the ``--db URL`` option (the
-    commands that take one differ, so each takes both); the command gets ``url``."""
+    commands that take one differ, so each takes both); the command gets ``url``. One
+    of them (or ``$LEDGER_DB``) must be given: these commands create or rewrite a
+    database, so none falls back to ``./ledger.db`` unasked."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, url: str | None, db: str, **kwargs: Any) -> Any:
         given = click.get_current_context().get_parameter_source("db")
         if url is not None and given is click.core.ParameterSource.COMMANDLINE and url != db:
             raise click.UsageError(f"two ledgers given: URL {url!r} and --db {db!r}; give one")
+        if url is None and given is click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("which ledger? give its URL (or --db URL)")
         return f(*args, url=db if url is None else url, **kwargs)  # the argument over $LEDGER_DB
 
     return db_option(click.argument("url", required=False, metavar="[URL]")(wrapper))

@@ -20,6 +20,7 @@ with nothing changed; a usage error exits 2.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,7 +121,7 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         return parse_date(value, what=f"--{param.name}")
     except ValidationError as exc:
         if param.name in ("since", "until"):
-            if value.strip().lower().endswith("m") and value.strip()[:-1].isdigit():
+            if re.fullmatch(r"\s*\d+\s*m\s*", value, flags=re.IGNORECASE):
                 # a hold must not cover six minutes where six months was meant
                 raise click.BadParameter(
                     f"{value!r}: 'm' is ambiguous for a legal hold (minutes or months?); "

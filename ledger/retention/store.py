@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from ulid import ULID
 
 from ledger.canonical import canonical_bytes
-from ledger.errors import RetentionError, ValidationError
+from ledger.errors import LedgerError, RetentionError, ValidationError
 from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
@@ -564,7 +564,8 @@ class Retention:
             try:
                 logged = self._logged(conn)
             except RetentionError as exc:  # a record row changed: no table can agree
-                return str(exc).removesuffix("; nothing was changed")
+                what = exc.what if isinstance(exc, TablesChanged) else ""
+                return what or str(exc).removesuffix("; nothing was changed")
             for check in (self._trusted_policy, self._trusted_holds):
                 try:
                     check(conn, logged)
@@ -572,6 +573,10 @@ class Retention:
                     # from JSONL, which carries no tables: what it shows is not the log's)
                     what = exc.what if isinstance(exc, TablesChanged) else ""
                     found.append(what or str(exc).removesuffix("; nothing was changed"))
+                except (LedgerError, sa.exc.DBAPIError) as exc:  # a table dropped, say
+                    if not logged:
+                        raise  # no retention record: a ledger that never had the tables
+                    found.append(f"the retention tables cannot be read ({exc})")
         return "; ".join(found)
 
     def _trusted_holds(
@@ -1208,11 +1213,15 @@ class Retention:
     def _whole_records(self, conn: sa.Connection) -> set[str]:
         """The ids of the erasure records that erased whole events."""
         t = self._t.erasures
-        return {
-            str(record_id)
-            for record_id, fields in conn.execute(sa.select(t.c.record_id, t.c.fields))
-            if set(json.loads(fields)) >= set(ALL_FIELDS)
-        }
+        wholes = set()
+        for record_id, fields in conn.execute(sa.select(t.c.record_id, t.c.fields)):
+            try:
+                named = json.loads(fields)
+            except (TypeError, ValueError):
+                raise _tampered(f"erasure record {record_id}: its fields are not JSON") from None
+            if isinstance(named, list) and set(map(str, named)) >= set(ALL_FIELDS):
+                wholes.add(str(record_id))
+        return wholes
 
     def _tombstones(
         self,

@@ -185,3 +185,29 @@ def test_a_verifier_key_given_as_the_signer_key_is_named(tmp_path: Path) -> None
     code, _, err = _run("retention", "set", "--db", db, "--keep", "400d", "--key",
                         str(tmp_path / "dpo.vkey"))  # fmt: skip
     assert code == 2 and "--key" in err and "not a signer key" in err
+
+
+def test_review_cases_dropped_tables_spaced_minutes_no_url_garbage_fields(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    db = _ledger(tmp_path)
+    _run("retention", "set", "--db", db, "--keep", "400d")
+    code, _, err = _run("hold", "add", "--db", db, "--since", "6 m", "--reason", "x")
+    assert code == 2 and "ambiguous" in err
+    for command in (("db", "upgrade"), ("db", "check"), ("db", "vacuum")):
+        code, _, err = _run(*command)
+        assert code == 2 and "which ledger" in err, command
+    assert _run("erase", "--db", db, "--run", "old-1", "--field", "args", "--reason", "f")[0] == 0
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    conn.execute("UPDATE erasures SET fields = 'notjson'")
+    conn.commit()
+    code, _, err = _run("erase", "--db", db, "--run", "old-1", "--reason", "whole")
+    assert code == 1 and "not JSON" in err and "internal error" not in err, err
+    conn.execute("DROP TABLE legal_holds")
+    conn.execute("DROP TABLE retention_policy")
+    conn.commit()
+    conn.close()
+    code, out, _ = _run("verify", "--db", db, "--json")
+    assert code == 1 and "retention-tables" in {f["kind"] for f in json.loads(out)["findings"]}
