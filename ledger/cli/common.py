@@ -88,16 +88,24 @@ def db_option(f: F) -> F:
 
 def url_or_db(f: Callable[..., Any]) -> Callable[..., Any]:
     """A ledger named either way: the ``URL`` argument or the ``--db URL`` option (the
-    commands that take one differ, so each takes both); the command gets ``url``. One
-    of them (or ``$LEDGER_DB``) must be given: these commands create or rewrite a
-    database, so none falls back to ``./ledger.db`` unasked."""
+    commands that take one differ, so each takes both); the command gets ``url``, by
+    default ``--db``'s (``$LEDGER_DB``, else ``sqlite:///ledger.db``)."""
+    return _url_or_db(f, required=False)
 
+
+def url_or_db_required(f: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`url_or_db` with no default: for a command that creates a database
+    (``db upgrade``), which must not make ``./ledger.db`` unasked."""
+    return _url_or_db(f, required=True)
+
+
+def _url_or_db(f: Callable[..., Any], *, required: bool) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapper(*args: Any, url: str | None, db: str, **kwargs: Any) -> Any:
         given = click.get_current_context().get_parameter_source("db")
         if url is not None and given is click.core.ParameterSource.COMMANDLINE and url != db:
             raise click.UsageError(f"two ledgers given: URL {url!r} and --db {db!r}; give one")
-        if url is None and given is click.core.ParameterSource.DEFAULT:
+        if required and url is None and given is click.core.ParameterSource.DEFAULT:
             raise click.UsageError("which ledger? give its URL (or --db URL)")
         return f(*args, url=db if url is None else url, **kwargs)  # the argument over $LEDGER_DB
 

@@ -11,7 +11,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ledger.cli.common import emit_json, json_option, progress, stdout, url_or_db
+from ledger.cli.common import (
+    emit_json,
+    json_option,
+    progress,
+    stdout,
+    url_or_db,
+    url_or_db_required,
+)
 from ledger.report.database import check_database, database_url
 
 __all__ = ["db", "register"]
@@ -24,7 +31,7 @@ def db() -> None:
 
 
 @db.command(short_help="Create or migrate the schema at URL to the newest revision.")
-@url_or_db
+@url_or_db_required
 @json_option
 def upgrade(url: str, as_json: bool) -> None:
     """Bring the ledger schema at URL to the newest revision (creates it if empty)."""

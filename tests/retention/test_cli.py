@@ -196,9 +196,8 @@ def test_review_cases_dropped_tables_spaced_minutes_no_url_garbage_fields(
     _run("retention", "set", "--db", db, "--keep", "400d")
     code, _, err = _run("hold", "add", "--db", db, "--since", "6 m", "--reason", "x")
     assert code == 2 and "ambiguous" in err
-    for command in (("db", "upgrade"), ("db", "check"), ("db", "vacuum")):
-        code, _, err = _run(*command)
-        assert code == 2 and "which ledger" in err, command
+    code, _, err = _run("db", "upgrade")  # it would create ./ledger.db
+    assert code == 2 and "which ledger" in err
     assert _run("erase", "--db", db, "--run", "old-1", "--field", "args", "--reason", "f")[0] == 0
     conn = sqlite3.connect(db.removeprefix("sqlite:///"))
     conn.execute("UPDATE erasures SET fields = 'notjson'")
