@@ -566,7 +566,7 @@ class Retention:
             except RetentionError as exc:  # a record row changed: no table can agree
                 what = exc.what if isinstance(exc, TablesChanged) else ""
                 return what or str(exc).removesuffix("; nothing was changed")
-            for check in (self._trusted_policy, self._trusted_holds):
+            for check in (self._trusted_policy, self._trusted_holds, self._trusted_erasures):
                 try:
                     check(conn, logged)
                 except RetentionError as exc:  # a table changed, or emptied (or a copy
@@ -605,6 +605,33 @@ class Retention:
                     "but not, or not as placed, in the holds table"
                 )
         return holds
+
+    def _trusted_erasures(
+        self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
+    ) -> None:
+        """Check the erasures table against the erasure records in the log: one row per
+        record, each saying what its record says (when, by whom, why, the selection,
+        the fields, the count, the digest, the policy version). A row deleted, added or
+        changed by SQL is refused: the report lists the table's rows, so a deleted one
+        would hide an erasure from the period it belongs to."""
+        e = self._t.erasures
+        table = {str(r.record_id): r for r in conn.execute(sa.select(e))}
+        for event_id, _tool, record in self._logged(conn, [ERASE_TOOL], records):
+            row = table.pop(event_id, None)
+            if row is None:
+                raise _tampered(
+                    f"erasure record {event_id} stands in the log but not in the erasures table"
+                )
+            if not isinstance(record, dict) or _erasure_row(record) != _erasure_row(row):
+                raise _tampered(
+                    f"the erasures table's row {event_id} is not what the log's erasure "
+                    "record says"
+                )
+        if table:
+            raise _tampered(
+                f"the erasures table holds {min(table)}, which no erasure record in the log "
+                "made"
+            )
 
     @staticmethod
     def _policy_state(row: Any) -> PolicyState:
@@ -980,6 +1007,7 @@ class Retention:
                 )
             where = self._where(conn, selection, listing=each is not None)
             holds = self._trusted_holds(conn, logged)
+            self._trusted_erasures(conn, logged)
             if each is not None:  # refuse before anything is listed
                 self._check_floor(conn, where, state, txn.now)
                 self._check_holds(conn, where, holds)
@@ -999,7 +1027,8 @@ class Retention:
                     each = _as_already(each)
             try:
                 erased, already, digest, stones = self._tombstones(
-                    conn, selection, wanted, record_id, why, dry_run or key_only, each, guard
+                    conn, selection, wanted, record_id, why, dry_run or key_only, each, guard,
+                    logged,
                 )
             except _Violation:
                 # a selected row inside the floor or under a hold: say exactly what
@@ -1210,19 +1239,6 @@ class Retention:
         )
         return sql, params
 
-    def _whole_records(self, conn: sa.Connection) -> set[str]:
-        """The ids of the erasure records that erased whole events."""
-        t = self._t.erasures
-        wholes = set()
-        for record_id, fields in conn.execute(sa.select(t.c.record_id, t.c.fields)):
-            try:
-                named = json.loads(fields)
-            except (TypeError, ValueError):
-                raise _tampered(f"erasure record {record_id}: its fields are not JSON") from None
-            if isinstance(named, list) and set(map(str, named)) >= set(ALL_FIELDS):
-                wholes.add(str(record_id))
-        return wholes
-
     def _tombstones(
         self,
         conn: sa.Connection,
@@ -1233,6 +1249,7 @@ class Retention:
         dry_run: bool,
         each: Callable[[Selected], None] | None,
         guard: _Guard,
+        logged: list[tuple[str, str, Any]],
     ) -> tuple[int, int, str, str]:
         """Stream the selected rows page by page; write each page's tombstones. Returns
         the rows erased, those already erased, and the two digests of the record.
@@ -1320,7 +1337,7 @@ class Retention:
                     if not whole and not want & set(stone.fields):
                         continue  # it never held them: left as it is, not listed
                     if whole and wholes is None:
-                        wholes = self._whole_records(conn)
+                        wholes = _whole_records(logged)
                     done = not whole or bool(wholes and wholes & set(stone.records))
                 elif not whole and not maker.changes(orjson.loads(data)):
                     continue  # it holds none of the fields: left as it is, not listed
@@ -1363,6 +1380,22 @@ class Retention:
 
 
 _Update = tuple[str, str | None, bool, int]  # tombstone, content hash, has_err, seq
+
+
+def _whole_records(logged: list[tuple[str, str, Any]]) -> set[str]:
+    """The ids of the erasure records in the log (``logged``, as
+    :meth:`Retention._logged` read and checked them) that erased whole events. The log,
+    not the erasures table: a table row deleted or changed by SQL cannot make a whole
+    erasure's tombstones look field-erased, or the reverse."""
+    whole = set(ALL_FIELDS)
+    return {
+        event_id
+        for event_id, tool, record in logged
+        if tool == ERASE_TOOL
+        and isinstance(record, dict)
+        and isinstance(record.get("fields"), list)
+        and set(map(str, record["fields"])) >= whole
+    }
 
 
 def _fast_page(
@@ -1529,6 +1562,38 @@ def _hold(row: Any) -> Hold:
         released_by=str(row.released_by or ""),
         release_reason=str(row.release_reason or ""),
     )
+
+
+def _erasure_row(found: Any) -> tuple[Any, ...] | None:
+    """What an erasure's table row and its log record must agree on, from either (a row
+    of the erasures table, or the record's JSON object); None when it cannot be read.
+    A shredding erasure of args and result only records ``events`` 0 (no row changed)
+    and the rows whose payloads it shredded as ``shredded_events``: the table's count."""
+    try:
+        if isinstance(found, dict):
+            policy = found["policy"]
+            return (
+                to_micros(parse_time(str(found["at"]))),
+                found["by"],
+                found["reason"],
+                found["selection"],
+                found["fields"],
+                int(found.get("shredded_events", found["events"])),
+                found["digest"],
+                int(policy["version"]),
+            )
+        return (
+            int(found.at_us),
+            found.by,
+            found.reason,
+            json.loads(found.selection),
+            json.loads(found.fields),
+            int(found.rows_erased),
+            found.digest,
+            int(found.policy_version),
+        )
+    except (KeyError, TypeError, ValueError, ValidationError):
+        return None
 
 
 def _hold_scope(hold: Hold) -> dict[str, Any]:

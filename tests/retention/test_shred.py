@@ -170,6 +170,7 @@ def test_erasing_a_run_destroys_its_key_and_the_log_verifies_before_and_after(
     assert whole.shredded and whole.erased == len(_stored(ledger_db, "old-2"))
     assert all(b'"erased":{' in d for d in _stored(ledger_db, "old-2").values())
     _ok(_open(ledger_db, key, reader=True))
+    assert r.tables_changed() == ""  # the erasures table agrees with the log's records
 
 
 def test_a_changed_ciphertext_is_tampering(ledger_db: Ledger, key: FileKeyWrapper) -> None:

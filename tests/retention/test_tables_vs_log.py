@@ -77,6 +77,37 @@ def test_a_policy_key_added_by_sql_cannot_sign_a_lower_floor(ledger_db: Ledger) 
     assert _rows(ledger_db) == before
 
 
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "DELETE FROM {p}erasures",
+        "UPDATE {p}erasures SET reason = 'routine clean-up'",
+        "UPDATE {p}erasures SET fields = '[\"args\"]'",
+        "UPDATE {p}erasures SET rows_erased = 1",
+        "INSERT INTO {p}erasures SELECT '01J00000000000000000000000', at_us, by, reason, "
+        "selection, fields, rows_erased, digest, policy_version FROM {p}erasures LIMIT 1",
+    ],
+)
+def test_an_erasures_table_changed_by_sql_is_reported_and_refuses_erasures(
+    ledger_db: Ledger, forgery: str
+) -> None:
+    r, sink, hold_id = _prepared(ledger_db)
+    r.release_hold(hold_id, reason="case closed")
+    r.erase(Selection.of_run("old-1"), reason="gdpr", fields=["args"])
+    r.erase(Selection.of_run("old-1"), reason="gdpr whole")
+    assert r.tables_changed() == ""
+    ledger_db.sql(forgery)
+    before = _rows(ledger_db)
+    assert "erasures table" in r.tables_changed()
+    for fields in (None, ["result"]):  # a whole erasure again; a field erasure
+        with pytest.raises(RetentionError, match="erasures table"):
+            r.erase(Selection.of_run("old-1"), reason="again", fields=fields)
+    assert _rows(ledger_db) == before
+    result = CliRunner().invoke(cli, ["verify", "--db", ledger_db.url, "--json"])
+    assert result.exit_code == 1
+    assert "retention-tables" in result.stdout and "erasures table" in result.stdout
+
+
 def test_the_ledgers_own_changes_still_pass_the_check(ledger_db: Ledger) -> None:
     r, sink, hold_id = _prepared(ledger_db)
     key, vkey = generate_key("dpo.example/policy")
