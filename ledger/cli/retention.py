@@ -128,7 +128,7 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
                     "give hours or days (e.g. 4h, 180d) or a date (2026-01-31)"
                 ) from None
             return parse_when(value)  # an age, or its usage error naming every form
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc).removeprefix(f"--{param.name}: ")) from None
 
 
 _reason = click.option("--reason", required=True, help="Why (required, recorded in the log).")
@@ -412,6 +412,13 @@ def erase(
         raise click.UsageError(
             "select exactly one of --run RUN_ID, --before DATE, --expired or --event ID"
         )
+    if event_ids:  # a malformed id is a usage error, as a malformed date is
+        try:
+            chosen_ids = Selection.of_events(list(event_ids))
+        except ValidationError as exc:
+            raise click.BadParameter(
+                str(exc).removeprefix("--event: "), param_hint="--event"
+            ) from None
     lines: list[dict[str, Any]] = []
 
     def each(s: Selected) -> None:
@@ -446,7 +453,7 @@ def erase(
         elif before is not None:
             selection = Selection.older_than(before)
         else:
-            selection = Selection.of_events(list(event_ids))
+            selection = chosen_ids
         outcome = r.erase(
             selection,
             reason=reason,

@@ -1578,7 +1578,7 @@ def _erasure_row(found: Any) -> tuple[Any, ...] | None:
                 found["reason"],
                 found["selection"],
                 found["fields"],
-                int(found.get("shredded_events", found["events"])),
+                int(found["shredded_events" if "shredded_events" in found else "events"]),
                 found["digest"],
                 int(policy["version"]),
             )

@@ -69,6 +69,8 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
         (("--run", "old-1", "--reason", "   "), "reason is required"),
         (("--before", "2025-13-01", "--reason", "x"), "not a calendar date"),
         (("--before", "last week", "--reason", "x"), "not a date"),
+        (("--event", "NOPE", "--reason", "x"), "'NOPE' is not a ULID"),
+        (("--event", "01J00000000000000000000000", "--reason", "x"), "no event with id"),
         (("--run", "nope", "--reason", "x"), "no events of run 'nope'"),
         (("--run", "old-1", "--before", "2025-01-01", "--reason", "x"), "exactly one"),
         (("--reason", "x"), "exactly one"),

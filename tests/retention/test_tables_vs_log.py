@@ -91,7 +91,7 @@ def test_a_policy_key_added_by_sql_cannot_sign_a_lower_floor(ledger_db: Ledger) 
 def test_an_erasures_table_changed_by_sql_is_reported_and_refuses_erasures(
     ledger_db: Ledger, forgery: str
 ) -> None:
-    r, sink, hold_id = _prepared(ledger_db)
+    r, _, hold_id = _prepared(ledger_db)
     r.release_hold(hold_id, reason="case closed")
     r.erase(Selection.of_run("old-1"), reason="gdpr", fields=["args"])
     r.erase(Selection.of_run("old-1"), reason="gdpr whole")
