@@ -624,13 +624,11 @@ class Retention:
                 )
             if not isinstance(record, dict) or _erasure_row(record) != _erasure_row(row):
                 raise _tampered(
-                    f"the erasures table's row {event_id} is not what the log's erasure "
-                    "record says"
+                    f"the erasures table's row {event_id} is not what the log's erasure record says"
                 )
         if table:
             raise _tampered(
-                f"the erasures table holds {min(table)}, which no erasure record in the log "
-                "made"
+                f"the erasures table holds {min(table)}, which no erasure record in the log made"
             )
 
     @staticmethod
@@ -1027,7 +1025,14 @@ class Retention:
                     each = _as_already(each)
             try:
                 erased, already, digest, stones = self._tombstones(
-                    conn, selection, wanted, record_id, why, dry_run or key_only, each, guard,
+                    conn,
+                    selection,
+                    wanted,
+                    record_id,
+                    why,
+                    dry_run or key_only,
+                    each,
+                    guard,
                     logged,
                 )
             except _Violation:
