@@ -78,6 +78,7 @@ __all__ = [
     "TreeReading",
     "TreeTables",
     "fetch_nodes",
+    "HeadUnreadable",
     "head_values",
     "node_key_chunks",
     "number_rows",
@@ -255,21 +256,29 @@ def size_after(top: object) -> int:
     return top + 1
 
 
-def head_values(size: object, root: object) -> tuple[int, bytes]:
-    """The stored tree head's ``(size, root)`` as an int and bytes; ``IntegrityError``
-    when the row holds values of other types (SQLite keeps whatever a hand-written
-    ``UPDATE`` gives), so no reader or writer trips over them."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise IntegrityError(
-            f"the ledger's tree head holds the size {size!r}, not a leaf count: it was "
-            "changed outside the ledger; run `ledger verify` and restore the database "
-            "from a backup"
+class HeadUnreadable(IntegrityError):
+    """The tree head row holds values of the wrong types (written by hand); ``what``
+    says which, in a few words."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"the ledger's tree head holds {what}: it was changed outside the ledger; run "
+            "`ledger verify` and restore the database from a backup"
         )
+        self.what = what
+
+
+def head_values(size: object, root: object) -> tuple[int, bytes]:
+    """The stored tree head's ``(size, root)`` as an int and bytes;
+    :class:`HeadUnreadable` when the row holds values of other types (SQLite keeps
+    whatever a hand-written ``UPDATE`` gives), so no reader or writer trips over them."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise HeadUnreadable(f"the size {size!r}, not a leaf count")
     if not isinstance(root, bytes | memoryview | bytearray) or len(root) != HASH_SIZE:
-        raise IntegrityError(
-            f"the ledger's tree head holds a root of type {type(root).__name__}, not a "
-            f"{HASH_SIZE}-byte hash: it was changed outside the ledger; run `ledger "
-            "verify` and restore the database from a backup"
+        raise HeadUnreadable(
+            f"a root of type {type(root).__name__}, not a {HASH_SIZE}-byte hash"
+            if not isinstance(root, bytes | memoryview | bytearray)
+            else f"a root of {len(root)} bytes, not a {HASH_SIZE}-byte hash"
         )
     return size, bytes(root)
 
@@ -667,8 +676,13 @@ class TreeReading:
     # --- the LeafSource protocol (ledger.integrity.verify) ---------------------------
 
     def stored_head(self) -> tuple[str, TreeHead] | None:
-        """``(origin, head)`` as stored, or None when the head row is missing."""
-        return self._read_head(self._stored_head)
+        """``(origin, head)`` as stored, or None when the head row is missing;
+        ``ValueError`` (what :func:`~ledger.integrity.verify.verify_ledger` reports as an
+        unreadable head) when it holds values of the wrong types."""
+        try:
+            return self._read_head(self._stored_head, unreadable=True)
+        except HeadUnreadable as exc:
+            raise ValueError(f"it holds {exc.what}") from None
 
     def current_head(self) -> tuple[str, TreeHead] | None:
         """``(origin, head)`` now: the stored head, or where it lags, where the rows end
@@ -676,11 +690,17 @@ class TreeReading:
         return self._read_head(self._head_row)
 
     def _read_head(
-        self, read: Callable[[sa.Connection], tuple[str, int, bytes]]
+        self, read: Callable[[sa.Connection], tuple[str, int, bytes]], *, unreadable: bool = False
     ) -> tuple[str, TreeHead] | None:
+        """The head ``read`` gives; None when it cannot be had (with ``unreadable``, a
+        head row of the wrong types raises :class:`HeadUnreadable` instead)."""
         try:
             with self._reading() as conn:
                 origin, size, root = read(conn)
+        except HeadUnreadable:
+            if unreadable:
+                raise
+            return None
         except IntegrityError:
             return None
         return origin, TreeHead(size=size, root=root)
