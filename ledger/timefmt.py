@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from ledger.errors import ValidationError
 
 __all__ = [
+    "check_duration",
     "coerce_time",
     "format_duration",
     "format_time",
@@ -149,6 +150,29 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
         span = None
     if span is None or span > _MAX:
         raise ValidationError(f"{what}: {text!r} is longer than 1000 years")
+    return span
+
+
+def check_duration(span: object, *, what: str = "duration") -> timedelta:
+    """``span`` when it is a duration :func:`parse_duration` reads (a whole number of
+    hours, 0 to 1000 years: what a policy record holds and is read back by);
+    ``ValidationError`` naming ``what`` otherwise.
+
+    >>> check_duration(timedelta(days=400)).days
+    400
+    >>> check_duration(timedelta(minutes=90), what="keep")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ledger.errors.ValidationError: keep: 1:30:00 is not a whole number of hours; ...
+    """
+    if not isinstance(span, timedelta) or span < timedelta(0):
+        raise ValidationError(f"{what}: expected a duration >= 0, got {span!r}")
+    if span > _MAX:
+        raise ValidationError(f"{what}: {span.days}d is longer than 1000 years")
+    if span % timedelta(hours=1):
+        raise ValidationError(
+            f"{what}: {span} is not a whole number of hours; give hours, days, weeks or years"
+        )
     return span
 
 

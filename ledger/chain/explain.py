@@ -28,7 +28,7 @@ from typing import Any
 
 from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
-from ledger.model.erasure import erased_text
+from ledger.model.erasure import erased_text, request_shown
 from ledger.model.event import Event
 from ledger.model.shown import one_line
 from ledger.model.values import Approval, Ref
@@ -204,7 +204,7 @@ class Explanation:
         req = self.request
         if req is None:
             return ""
-        return erased_text(req, "args") or req.args or req.preview or ""
+        return request_shown(req)
 
     def render(self, width: int | None = None) -> str:
         """The readable account. The reason and the gate's reason are shown whole,

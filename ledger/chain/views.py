@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from ledger.chain.explain import clip, erased_parts
 from ledger.chain.parts import Action, Anomaly
 from ledger.model.codec import approval_dict
-from ledger.model.erasure import erased_text
+from ledger.model.erasure import erased_text, request_shown
 from ledger.model.event import Event
 from ledger.model.shown import one_line
 from ledger.model.values import Approval, Ref
@@ -219,11 +219,7 @@ def render_chain(chain: ChainParts, width: int = 80) -> str:
     if actor is not None:
         lines += _wrapped("  acting for: ", _actor_text(actor.to_dict()), width)
     req = chain.request
-    shown = (
-        clip(erased_text(req, "args") or req.args or req.preview, 200)
-        if req
-        else "(missing: no request recorded)"
-    )
+    shown = clip(request_shown(req), 200) if req else "(missing: no request recorded)"
     lines += _wrapped("  request: ", shown, width)
     gone_reads = erased_reads(chain.events)
     if not chain.available and not gone_reads:

@@ -47,7 +47,7 @@ from ledger.cli.common import (
 )
 from ledger.drift import RefCheck, Resolver, chain_refs, content_hash, verify_refs
 from ledger.errors import RunNotFound
-from ledger.model.erasure import erased_text
+from ledger.model.erasure import erased_text, request_shown
 from ledger.model.event import Event
 from ledger.model.shown import one_line
 from ledger.model.values import Kind, RefSource, Verdict
@@ -125,11 +125,7 @@ def chain_tree(chain: Chain) -> Tree:
         tree.add(f"[bold]acting for[/]: {_text(actor.get('principal') or '(no principal)')}")
     decisions = {e.call_id: e for e in reversed(chain.events) if e.kind is Kind.GATE_DECISION}
     req = chain.request
-    text = (
-        clip(erased_text(req, "args") or req.args or req.preview, 120)
-        if req
-        else "[red](missing)[/]"
-    )
+    text = clip(request_shown(req), 120) if req else "[red](missing)[/]"
     tree.add(f"[bold]request[/]: {_text(text) if req else text}")
     gone_reads = erased_reads(chain.events)  # retrieved items whose refs were erased
     avail = tree.add(f"[bold]available[/] ({available_count(chain.available, gone_reads)})")

@@ -177,7 +177,16 @@ def retention_set(
     """Set the retention policy; the change is recorded (and, to lower the floor,
     signed by a policy key)."""
     from ledger.integrity.note import Signer
+    from ledger.timefmt import parse_duration
 
+    spans = {}
+    for name, text in (("keep", keep), ("floor", floor)):  # malformed: a usage error
+        if text is not None:
+            try:
+                spans[name] = parse_duration(text, what=f"--{name}")
+            except ValidationError as exc:
+                message = str(exc).removeprefix(f"--{name}: ")
+                raise click.BadParameter(message, param_hint=f"--{name}") from None
     signer = None
     if signer_key is not None:
         text = _key_text(signer_key)
@@ -200,7 +209,10 @@ def retention_set(
         )
     with _retention(db, write=True) as r:
         before = r.policy()
-        state = r.set_policy(keep=keep, floor=floor, keys=keys, signer=signer, reason=reason, by=by)
+        state = r.set_policy(
+            keep=spans["keep"], floor=spans.get("floor"), keys=keys, signer=signer, reason=reason,
+            by=by,
+        )  # fmt: skip
     if before is None and floor is None:  # said on stderr, whatever the output form
         click.echo(
             "ledger: warning: no --floor given, so the floor is 0: any event older than "
@@ -472,7 +484,7 @@ def erase(
     if outcome.shredded:
         click.echo(
             f"{'dry run: would destroy' if dry_run else 'destroyed'} the data key of {what}: "
-            "its args and result are unreadable wherever a copy of them is"
+            "its args, results and previews are unreadable wherever a copy of them is"
         )
     if dry_run:
         click.echo(

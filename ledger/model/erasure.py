@@ -73,6 +73,8 @@ __all__ = [
     "kept_facts",
     "policy_floor",
     "record_summary",
+    "request_field",
+    "request_shown",
     "retention_record",
     "tombstone_of",
 ]
@@ -492,6 +494,36 @@ def erased_text(event: _MaybeErased | None, *fields: str) -> str:
     if gone is None or not any(f in gone.fields for f in fields):
         return ""
     return f"[erased: {gone.reason}]"
+
+
+class _Request(_MaybeErased, Protocol):
+    @property
+    def args(self) -> str | None: ...
+    @property
+    def preview(self) -> str: ...
+
+
+def request_field(request: _Request) -> str:
+    """Which field holds the text of a request, as every reader shows it: ``args`` when
+    it holds or held them (an erased ``args`` shows as erased, not as the preview),
+    else ``preview`` (:func:`request_shown` is what it reads as).
+
+    >>> class R: args, preview = None, ""; erased = Erasure(fields=("preview",),
+    ...     leaf_hash="ab" * 32, records=("0" * 26,), reason="GDPR request 42")
+    >>> request_field(R()), request_shown(R())
+    ('preview', '[erased: GDPR request 42]')
+    """
+    if request.args is not None or erased_text(request, "args"):
+        return "args"
+    return "preview"
+
+
+def request_shown(request: _Request) -> str:
+    """The text of a request as the text readers show it (``chain``, ``why``): its
+    :func:`request_field`, or ``[erased: reason]`` where it was erased; "" when none was
+    recorded."""
+    field = request_field(request)
+    return erased_text(request, field) or getattr(request, field) or ""
 
 
 _SAFE = 2**53 - 1

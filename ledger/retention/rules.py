@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from ledger.errors import RetentionError, ValidationError
 from ledger.integrity.policy_change import lowers
-from ledger.timefmt import format_duration, format_time
+from ledger.timefmt import check_duration, format_duration, format_time
 
 __all__ = [
     "Hold",
@@ -143,9 +143,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         for name in ("keep", "floor"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or value < timedelta(0):
-                raise ValidationError(f"{name}: expected a duration >= 0, got {value!r}")
+            check_duration(getattr(self, name), what=name)  # as its record reads back
         if self.floor > self.keep:
             raise ValidationError(
                 f"floor {format_duration(self.floor)} is longer than keep "

@@ -75,6 +75,7 @@ from ledger.sinks.rows import (
     stated_micros,
     to_micros,
 )
+from ledger.sinks.shred import SEALED_FIELDS
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
 from ledger.timefmt import format_duration, format_time, parse_duration, parse_time, utc_now
 
@@ -102,7 +103,7 @@ RECORD_TOOLS = frozenset((ERASE_TOOL, POLICY_TOOL, HOLD_ADD_TOOL, HOLD_RELEASE_T
 def _actor(by: object) -> str:
     """Who a retention change is recorded as made by: ``by`` stripped, else
     :func:`operator`; ``ValidationError`` for a blank name or one with a control
-    character (a line break would forge a line in the listings)."""
+    character (a line break would forge a line in the listings), wherever it came from."""
     if by is None:
         return operator()
     if not isinstance(by, str) or not by.strip():
@@ -110,18 +111,23 @@ def _actor(by: object) -> str:
             "--by: say who is acting (a name, e.g. 'dpo@example.com'), or leave it out for "
             "$LEDGER_OPERATOR or the login name; nothing was changed"
         )
-    if any(ord(c) < 32 or ord(c) == 127 for c in by):
-        raise ValidationError(f"--by: {by!r} holds a control character; nothing was changed")
-    return require_text(by, "--by").strip()
+    return _name(by, "--by")
+
+
+def _name(text: str, what: str) -> str:
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValidationError(f"{what}: {text!r} holds a control character; nothing was changed")
+    return require_text(text, what).strip()
 
 
 def operator() -> str:
-    """Who is acting: ``$LEDGER_OPERATOR``, else the login name."""
+    """Who is acting: ``$LEDGER_OPERATOR``, else the login name (each refused with a
+    control character, as ``--by`` is)."""
     name = os.environ.get("LEDGER_OPERATOR", "").strip()
     if name:
-        return name
+        return _name(name, "$LEDGER_OPERATOR")
     try:
-        return getpass.getuser()
+        return _name(getpass.getuser(), "the login name")
     except (KeyError, OSError):
         return "unknown"
 
@@ -350,10 +356,25 @@ class Retention:
         reading: AbstractContextManager[sa.Connection] = self._sink._reading()
         return reading
 
-    def _now(self) -> datetime:
-        # a clock ahead of the real one would move the floor's cutoff forward and let a
-        # caller erase what the floor protects: never later than the wall clock
-        return min(self._clock().astimezone(UTC), utc_now())
+    def _now(self, conn: sa.Connection) -> datetime:
+        """The time of a retention change made in ``conn``'s transaction. Never later
+        than the wall clock (a clock ahead would move the floor's cutoff forward and let
+        a caller erase what the floor protects), and never earlier than the latest
+        retention record (a clock behind would date a change before the ones it follows,
+        and the report would show it in a period it was not made in)."""
+        wall = utc_now()
+        now = min(self._clock().astimezone(UTC), wall)
+        t = self._events
+        latest = conn.execute(
+            sa.select(sa.func.max(t.c.time_us)).where(*_admin_runs(t.c.run_id))
+        ).scalar()
+        if isinstance(latest, int) and latest > to_micros(now):
+            after = min(from_micros(latest), wall)
+            if after > now:
+                log.info("the clock reads %s, before the latest retention record: %s used",
+                         format_time(now), format_time(after))  # fmt: skip
+                now = after
+        return now
 
     def _append(self, txn: _Txn, events: list[Event]) -> None:
         """Append ``events`` to the log inside ``txn``: rows numbered from the head's
@@ -475,9 +496,7 @@ class Retention:
                 sa.func.substr(t.c.nodes, 1, 32),
             )
             prefix = sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX
-            low = ADMIN_RUN_PREFIX
-            high = ADMIN_RUN_PREFIX[:-1] + chr(ord(ADMIN_RUN_PREFIX[-1]) + 1)
-            by_run = sa.select(*columns).where(t.c.run_id >= low, t.c.run_id < high, prefix)
+            by_run = sa.select(*columns).where(*_admin_runs(t.c.run_id), prefix)
             # no "kind = 'action'" here: SQLite would pick the kind index and walk every
             # action of the ledger; the tool index finds the few rows
             by_tool = sa.select(t.c.seq, t.c.event_id, t.c.run_id).where(
@@ -672,7 +691,7 @@ class Retention:
         for text in keys or ():
             Verifier.from_key(text)  # a malformed key is refused before anything
         with self._writing() as conn:
-            txn = _Txn(conn=conn, now=self._now())
+            txn = _Txn(conn=conn, now=self._now(conn))
             current = self._trusted_policy(conn)
             if floor is None:
                 floor_span = current.policy.floor if current else timedelta(0)
@@ -798,7 +817,7 @@ class Retention:
         who = _actor(by)
         run = RetentionRun()
         with self._writing() as conn:
-            txn = _Txn(conn=conn, now=self._now())
+            txn = _Txn(conn=conn, now=self._now(conn))
             hold = Hold(
                 hold_id=str(run.record_id),
                 reason=why,
@@ -847,7 +866,7 @@ class Retention:
         t = self._t.holds
         run = RetentionRun()
         with self._writing() as conn:
-            txn = _Txn(conn=conn, now=self._now())
+            txn = _Txn(conn=conn, now=self._now(conn))
             row = conn.execute(sa.select(t).where(t.c.hold_id == hold_id)).first()
             if row is None:
                 raise refuse(f"no legal hold {hold_id!r} (see `ledger hold list`)")
@@ -995,7 +1014,7 @@ class Retention:
     ) -> ErasureOutcome:
         record_id = str(run.record_id)
         with self._writing() as conn:
-            txn = _Txn(conn=conn, now=self._now())
+            txn = _Txn(conn=conn, now=self._now(conn))
             logged = self._logged(conn)
             state = self._trusted_policy(conn, logged)
             if state is None:
@@ -1014,11 +1033,13 @@ class Retention:
             shred = payloads is not None and bool({"args", "result"} & set(wanted))
             if shred and not {"args", "result"} <= set(wanted):
                 raise refuse(
-                    "in this crypto-shredding ledger a run's args and result are encrypted "
-                    "under one data key, so erasing one of them destroys the other too: "
-                    "give both (--field args --field result) or erase the whole run"
+                    "in this crypto-shredding ledger a run's args and result (and previews) "
+                    "are encrypted under one data key, so erasing one of them destroys the "
+                    "other too: give both (--field args --field result) or erase the whole run"
                 )
-            key_only = shred and set(wanted) <= {"args", "result"}  # the rows stay as they are
+            if shred:  # the key seals the preview (the gate's clip of args or result) too
+                wanted = tuple(f for f in ALL_FIELDS if f in {*wanted, *SEALED_FIELDS})
+            key_only = shred and set(wanted) <= set(SEALED_FIELDS)  # the rows stay as they are
             if key_only and each is not None and payloads is not None:
                 assert selection.run_id is not None
                 if payloads.destroyed(conn, selection.run_id):  # its payloads went before
@@ -1539,6 +1560,13 @@ class _Rollback(Exception):
 
 
 _MARK = b'"erased":{'
+
+
+def _admin_runs(column: Any) -> tuple[Any, Any]:
+    """The ``run_id`` index range of the retention runs (the prefix's own range; a
+    collation that orders punctuation its own way is checked by the callers)."""
+    high = ADMIN_RUN_PREFIX[:-1] + chr(ord(ADMIN_RUN_PREFIX[-1]) + 1)
+    return column >= ADMIN_RUN_PREFIX, column < high
 
 
 def _not_admin(column: Any) -> Any:

@@ -61,6 +61,7 @@ from ledger.sinks.rows import parse_row
 __all__ = [
     "ENV_KEY",
     "SCHEME",
+    "SEALED_FIELDS",
     "FileKeyWrapper",
     "KeyWrapper",
     "Payloads",
@@ -75,7 +76,7 @@ log = logging.getLogger(__name__)
 ENV_KEY = "LEDGER_PAYLOAD_KEY"
 """The environment variable naming the payload key file when ``payload_key`` is not given."""
 SCHEME = "aes-256-gcm/v1"
-FIELDS = ("args", "result", "preview")  # preview: the gate's clip of args or result
+SEALED_FIELDS = ("args", "result", "preview")  # preview: the gate's clip of args or result
 _ENVELOPE = '{"encrypted":"aes-256-gcm","nonce":"'
 _ENVELOPE_IN_TEXT = orjson.dumps(_ENVELOPE).decode()[1:-1]  # as a JSON string holds it
 _FILE_HEAD = "agentledger-payload-key v1 "
@@ -241,7 +242,7 @@ def without_erased(
 
 
 def sealed_fields(event: Event) -> tuple[str, ...]:
-    """The names of ``event``'s :data:`FIELDS` that hold an envelope, in that order;
+    """The names of ``event``'s :data:`SEALED_FIELDS` that hold an envelope, in that order;
     ``()`` for most events, found with three ``startswith`` and no list (the readers'
     hooks ask it of every row they decode).
 
@@ -255,7 +256,7 @@ def sealed_fields(event: Event) -> tuple[str, ...]:
         or (result is not None and result.startswith(_ENVELOPE))
     ):
         return ()
-    return tuple(n for n in FIELDS if is_envelope(getattr(event, n)))
+    return tuple(n for n in SEALED_FIELDS if is_envelope(getattr(event, n)))
 
 
 class _Destroyed:
@@ -296,7 +297,7 @@ class Payloads:
         self.require_key()
         key = self._writable_key(event.run_id)
         changes: dict[str, str] = {}
-        for name in FIELDS:
+        for name in SEALED_FIELDS:
             value = getattr(event, name)
             if value:  # None or "" stays as it is
                 changes[name] = self._encrypt(key, event, name, value)

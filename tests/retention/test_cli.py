@@ -79,7 +79,9 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
         assert code in (1, 2) and words in err, (args, err)
         assert "Traceback" not in err
     code, _, err = _run("retention", "set", "--db", db, "--keep", "6m", "--reason", "x")
-    assert code == 1 and "ambiguous" in err
+    assert code == 2 and "ambiguous" in err  # a malformed value: a usage error
+    code, _, err = _run("retention", "set", "--db", db, "--keep", "400d", "--floor", "-5d")
+    assert code == 2 and "--floor" in err and "not a duration" in err
     code, _, err = _run("erase", "--db", f"jsonl:///{tmp_path / 'l.jsonl'}", "--run", "r",
                         "--reason", "x")  # fmt: skip
     assert code == 1 and "SQL ledger" in err

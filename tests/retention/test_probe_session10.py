@@ -75,8 +75,7 @@ def test_event_selectors_are_checked_before_anything_changes(ledger_db: Ledger) 
     before = _rows(ledger_db)
     db = ledger_db.url
     code, _, err = _run("erase", "--db", db, "--event", "nonsense", "--reason", "x")
-    assert code == 1 and "not a ULID" in err
-    _one_line_error(err)
+    assert code == 2 and "not a ULID" in err  # a malformed value: a usage error
     unknown = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
     code, _, err = _run("erase", "--db", db, "--event", ids["old-1"][0], "--event", unknown,
                         "--reason", "x")  # fmt: skip

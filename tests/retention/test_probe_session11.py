@@ -229,9 +229,11 @@ def test_a_row_the_readers_refuse_is_not_counted_though_its_hash_was_recomputed(
 def test_an_erasure_that_erases_nothing_does_not_claim_a_destroyed_key(
     ledger_db: Ledger, tmp_path: Any
 ) -> None:
-    """A shredded run whose events hold no args or result (a preview alone): erasing its
-    args and result erases nothing, so the transaction that destroyed the key is undone
-    and neither the outcome nor the command says the key was destroyed."""
+    """A shredded run whose events hold no sealed field (no args, result or preview):
+    erasing its args and result erases nothing, so the transaction that destroyed the key
+    is undone and neither the outcome nor the command says the key was destroyed. (A
+    preview alone is sealed by the run's key: erasing args and result destroys it too,
+    and says so: ``test_a_shredded_preview_is_named_by_its_erasure``.)"""
     from click.testing import CliRunner
 
     from ledger.cli.main import cli
@@ -241,7 +243,7 @@ def test_an_erasure_that_erases_nothing_does_not_claim_a_destroyed_key(
     key = FileKeyWrapper.create(tmp_path / "payload.key")
     sink = _open(ledger_db, key)
     sink.record_many([Event(kind="tool_result", run_id="p1", call_id="c1", tool="t", time=OLD,
-                            preview="alice's preview", duration_ms=1)])  # fmt: skip
+                            err="timeout", duration_ms=1)])  # fmt: skip
     retention = Retention(sink)
     retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
     keys = "SELECT wrapped IS NOT NULL, destroyed_us FROM {p}run_keys WHERE run_id = 'p1'"

@@ -20,6 +20,7 @@ from ledger.chain.parts import UNINTENDED, Action, Anomaly
 from ledger.drift import EventResolver, RefCheck, RefState, chain_refs, verify_refs
 from ledger.errors import CorruptRecord
 from ledger.ids import ulid_text
+from ledger.model.erasure import request_field
 from ledger.model.event import Event
 from ledger.model.marks import failed
 from ledger.model.values import Kind, Ref
@@ -319,13 +320,14 @@ def _request_card(chain: Chain) -> str:
     r = chain.request
     if r is None:
         return '<div class="note warn" id="request">No request event: the chain has no head.</div>'
-    text = r.preview if r.preview and not r.args else request_text(r.args or "")
+    field = request_field(r)
+    text = r.preview if field == "preview" else request_text(r.args or "")
     rid = ulid_text(r.event_id)
     return (
         '<div class="card" id="request"><div class="head"><h3>Request</h3>'
         f"{link(href('/event', id=rid), rid, css='mono small')}"
         f'<span class="when">{when_text(r.time)}</span></div>'
-        f"{_kv([('input', field_value(r, 'args', text, limit=600, whole=_whole(r, 'args')))])}"
+        f"{_kv([('input', field_value(r, field, text, limit=600, whole=_whole(r, field)))])}"
         "</div>"
     )
 

@@ -12,7 +12,7 @@ import json
 
 from ledger.chain.explain import Explanation
 from ledger.ids import ulid_text
-from ledger.model.erasure import erased_text
+from ledger.model.erasure import erased_text, request_field
 from ledger.model.event import Event
 from ledger.sinks.base import Reader
 from ledger.viewer.html import esc, href, link, value
@@ -119,7 +119,7 @@ def _body(x: Explanation, run_id: str, checks: dict, ctx: Context) -> str:  # ty
         rows.append(
             (
                 "request",
-                (_erased(r, "args") or value(r.args or r.preview, limit=400))
+                (_erased(r, field := request_field(r)) or value(getattr(r, field) or "", limit=400))
                 + " "
                 + link(href("/event", id=request_id), request_id, css="mono small")
                 + f' <span class="muted small">{when_text(r.time)}</span>',
