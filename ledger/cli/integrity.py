@@ -465,7 +465,7 @@ def _verify_source(
     files: list[Path],
     origin: str | None = None,
 ) -> VerifyResult:
-    from ledger.report.verification import verify_all
+    from ledger.report.verification import verify_all, verify_lines
     from ledger.sinks.sql import SQLReader
 
     notes = _read_notes(files)
@@ -474,6 +474,10 @@ def _verify_source(
     with progress("verifying", total=total) as update:
         if isinstance(source, SQLReader):  # the rows' own checks too, in the same pass
             return verify_all(
+                source, verifiers, notes, labels=labels, progress=update, origin=origin
+            )
+        if isinstance(source, JSONLLeaves):  # each line read as the readers read it too
+            return verify_lines(
                 source, verifiers, notes, labels=labels, progress=update, origin=origin
             )
         return verify_ledger(

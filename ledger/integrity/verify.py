@@ -598,8 +598,8 @@ def coverage_findings(size: int, verified: Sequence[int]) -> list[Finding]:
         return [
             Finding(
                 kind=FindingKind.NO_CHECKPOINT,
-                message=f"no checkpoint covers the ledger: its {size} rows are consistent "
-                "with the stored tree but nothing signed them; run `ledger checkpoint`",
+                message=f"no checkpoint covers the ledger: nothing signed its {size} rows "
+                "(their tree was recomputed from them); run `ledger checkpoint`",
             )
         ]
     if covered < size:

@@ -258,7 +258,7 @@ class _Pass:
         if problem:
             self.hashes.add(event_id, row[2], stored, computed, problem)
         else:
-            self.hashes.checked += 1
+            self.hashes.intact(stored)
         if not problem and stored is not None:  # the hash vouches for the JSON it was made of
             kind = row[_KIND]
             if kind not in _CALL_KIND_NAMES:

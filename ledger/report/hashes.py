@@ -79,6 +79,9 @@ class HashCheck:
     mismatch_count: int = 0
     mismatches: tuple[HashMismatch, ...] = ()
     note: str = ""
+    # intact rows stored without a content hash: the event has no RFC 8785 form (an
+    # integer beyond 2^53, say), so no hash vouches for its JSON (the log's leaf does)
+    unhashed: int = 0
 
     def summary(self) -> str:
         """One sentence for humans."""
@@ -87,9 +90,20 @@ class HashCheck:
             return f"content-hash check not available: {why}"
         if not self.checked and not self.mismatch_count:
             return "0 events checked: no events in the window, so no content hash to check"
+        unhashed = (
+            f" ({self.unhashed} stored without a content hash: no RFC 8785 form, so not "
+            "checkable by hash)"
+            if self.unhashed
+            else ""
+        )
         if not self.mismatch_count:
-            return f"{self.checked} events checked, all content hashes match"
-        return f"{self.checked} events checked, {self.mismatch_count} content-hash mismatch(es)"
+            if self.unhashed == self.checked:
+                return f"{self.checked} events checked, none has a content hash{unhashed}"
+            return f"{self.checked} events checked, all content hashes match{unhashed}"
+        return (
+            f"{self.checked} events checked, {self.mismatch_count} content-hash "
+            f"mismatch(es){unhashed}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +112,7 @@ class HashCheck:
             "mismatch_count": self.mismatch_count,
             "mismatches": [m.to_dict() for m in self.mismatches],
             "note": self.note,
+            "unhashed": self.unhashed,
             "summary": self.summary(),
         }
 
@@ -217,20 +232,29 @@ def _agrees_values(found: Sequence[Any], obj: dict[str, Any]) -> bool:
 class HashTally:
     """Counts checked rows and keeps the mismatches (the first 1000 listed)."""
 
-    __slots__ = ("checked", "count", "listed")
+    __slots__ = ("checked", "count", "listed", "unhashed")
 
     def __init__(self) -> None:
         self.checked = 0
         self.count = 0
+        self.unhashed = 0
         self.listed: list[HashMismatch] = []
+
+    def intact(self, stored: str | None) -> None:
+        """Count one intact row (its stored content hash ``stored``: None when the
+        event has no RFC 8785 form, counted as such)."""
+        self.checked += 1
+        if stored is None:
+            self.unhashed += 1
 
     def add(
         self, event_id: str, run_id: str, stored: str | None, computed: str | None, problem: str
     ) -> None:
         """Count one checked row; ``problem`` empty when it is intact."""
-        self.checked += 1
         if not problem:
+            self.intact(stored)
             return
+        self.checked += 1
         self.count += 1
         log.info("content-hash check: event %s: %s", event_id, problem)
         if len(self.listed) < _MAX_LISTED:
@@ -250,6 +274,7 @@ class HashTally:
             checked=self.checked,
             mismatch_count=self.count,
             mismatches=tuple(self.listed),
+            unhashed=self.unhashed,
         )
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from hashlib import sha256
 from typing import Any
 
+from ledger.errors import ValidationError
 from ledger.integrity.checkpoint import TreeHead
 from ledger.integrity.note import NoteVerifier
 from ledger.integrity.verify import (
@@ -29,12 +30,13 @@ from ledger.integrity.verify import (
     VerifyResult,
     verify_ledger,
 )
+from ledger.model.event import Event
 from ledger.report.hashes import HashCheck, HashTally, check_hashes, verify_row
 from ledger.sinks.base import Reader
 from ledger.sinks.rows import FILTER_COLUMNS, TimeHighWater
 from ledger.sinks.sql import SQLReader
 
-__all__ = ["verify_all", "verify_rows"]
+__all__ = ["verify_all", "verify_lines", "verify_rows"]
 
 _TIME = 4 + FILTER_COLUMNS.index("time_us")  # in the rows of _CheckedLeaves.leaf_rows
 
@@ -90,7 +92,7 @@ class _CheckedLeaves:
             if problem:
                 tally.add(event_id, row[4], stored, computed, problem)
             else:
-                tally.checked += 1
+                tally.intact(stored)
             yield LeafRow(
                 seq=int(seq),
                 event_id=str(event_id),
@@ -174,3 +176,94 @@ def verify_all(
     if not rows:
         return result
     return replace(result, findings=(*result.findings, *rows))
+
+
+_LISTED = 1000  # unreadable lines named one by one; the rest counted
+
+
+class _DecodedLines:
+    """A JSONL file's lines as a :class:`LeafSource` whose first reading also decodes
+    each line as every reader does, keeping those that do not read back as events."""
+
+    keeps_head = False
+
+    def __init__(self, source: LeafSource) -> None:
+        self._source = source
+        self._read = False
+        self.unreadable: list[tuple[int, str]] = []
+        self.count = 0
+        self.lines = 0
+
+    def leaf_rows(self) -> Iterator[LeafRow]:
+        if self._read:
+            yield from self._source.leaf_rows()
+            return
+        self._read = True
+        decode = Event.from_json
+        for row in self._source.leaf_rows():
+            self.lines += 1
+            try:
+                decode(row.data)
+            except (ValidationError, RecursionError) as exc:
+                self.count += 1
+                if len(self.unreadable) < _LISTED:
+                    self.unreadable.append((row.seq, str(exc)))
+            yield row
+
+    def origin_guess(self) -> str | None:
+        guess = getattr(self._source, "origin_guess", None)
+        return guess() if callable(guess) else None
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        return self._source.stored_head()
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        return self._source.stored_leaf_hashes()
+
+    def checkpoint_notes(self) -> list[str]:
+        return self._source.checkpoint_notes()
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        return self._source.stored_consistency_proof(old_size, new_size)
+
+    def count_rows(self) -> int:
+        return self._source.count_rows()
+
+
+def verify_lines(
+    source: LeafSource,
+    verifiers: Iterable[NoteVerifier] | None = None,
+    checkpoints: Iterable[str] = (),
+    *,
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> VerifyResult:
+    """:func:`~ledger.integrity.verify.verify_ledger` of a JSONL file's lines
+    (``source``: a :class:`~ledger.integrity.verify.JSONLLeaves`), with a
+    :attr:`~ledger.integrity.verify.FindingKind.ROW` finding for each line that does not
+    read back as an event (what ``ledger verify`` runs on a ``jsonl:///`` ledger): the
+    tree over its lines may agree with a checkpoint, but a line no reader can read is
+    not a record. Options are :func:`verify_ledger`'s."""
+    lines = _DecodedLines(source)
+    result = verify_ledger(lines, verifiers, checkpoints, progress=progress, **options)
+    if lines.count and lines.count == lines.lines:  # a file of something else
+        seq, why = lines.unreadable[0]
+        found = Finding(
+            kind=FindingKind.ROW,
+            message=f"none of the file's {lines.lines} line(s) reads back as an event, so it "
+            f"is not a JSONL ledger (line {seq}: {why}); for a SQLite file give sqlite:///",
+        )
+        return replace(result, findings=(*result.findings, found))
+    rows = [
+        Finding(kind=FindingKind.ROW, message=f"line {seq} does not read back as an event: {why}")
+        for seq, why in lines.unreadable
+    ]
+    if lines.count > len(lines.unreadable):
+        rows.append(
+            Finding(
+                kind=FindingKind.ROW,
+                message=f"{lines.count - len(lines.unreadable)} more line(s) do not read back "
+                f"as events (only the first {len(lines.unreadable)} are named)",
+            )
+        )
+    return replace(result, findings=(*result.findings, *rows)) if rows else result

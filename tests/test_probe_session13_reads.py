@@ -1,0 +1,72 @@
+"""Session 13's hostile review of the read side: ``ledger verify`` of a JSONL file whose
+lines are not events, and the report's content-hash line for rows stored without one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+from ledger.model.event import Event
+from ledger.model.values import Ref
+from ledger.report import build_report
+from ledger.sinks import JSONLSink, SQLiteSink
+
+
+def _run_events(run_id: str, big: bool = False) -> list[Event]:
+    args = '{"n":1152921504606846976}' if big else '{"n":1}'
+    return [
+        Event(kind="request", run_id=run_id, args='"x"'),
+        Event(kind="action", run_id=run_id, call_id="a", tool="t", verdict="allowed", args=args,
+              refs=[Ref(source="tool", id="x")]),
+        Event(kind="tool_result", run_id=run_id, call_id="a", tool="t", result="1"),
+        Event(kind="run_end", run_id=run_id),
+    ]  # fmt: skip
+
+
+def _verify(url: str) -> tuple[int, dict[str, object]]:
+    result = CliRunner().invoke(cli, ["verify", "--db", url, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_verify_of_a_jsonl_file_reports_the_lines_no_reader_can_read(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    with JSONLSink(path) as sink:
+        for event in _run_events("r1"):
+            sink.record(event)
+    code, out = _verify(f"jsonl:///{path}")
+    assert code == 0 and out["ok"], out
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1][:40]  # a line cut short
+    lines[2] = lines[2].replace(b'"kind":"tool_result"', b'"kind":"bogus"')
+    path.write_bytes(b"\n".join(lines))
+    code, out = _verify(f"jsonl:///{path}")
+    assert code == 1 and not out["ok"]
+    rows = [f["message"] for f in out["findings"] if f["kind"] == "row"]  # type: ignore[attr-defined]
+    assert any(m.startswith("line 2 ") for m in rows) and any("line 3 " in m for m in rows), rows
+
+
+def test_verify_of_a_sqlite_file_given_as_jsonl_says_it_is_not_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(_run_events("r1"))
+    result = CliRunner().invoke(cli, ["verify", "--db", f"jsonl:///{path}"])
+    assert result.exit_code == 1, result.output
+    assert "not a JSONL ledger" in result.stdout and "sqlite:///" in result.stdout
+    assert "NOT verified" in result.stdout
+
+
+def test_the_report_says_which_rows_no_content_hash_vouches_for(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(_run_events("r1", big=True))
+        report = build_report(sink)
+    check = report.hash_check
+    assert check.checked == 4 and check.unhashed == 1 and check.mismatch_count == 0
+    assert "1 stored without a content hash" in check.summary()
+    assert report.to_dict()["hash_check"]["unhashed"] == 1
+    with SQLiteSink(path) as sink:
+        sink.record_many(_run_events("r2"))
+        assert "without a content hash" in build_report(sink).hash_check.summary()
