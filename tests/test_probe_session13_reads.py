@@ -70,3 +70,64 @@ def test_the_report_says_which_rows_no_content_hash_vouches_for(tmp_path: Path) 
     with SQLiteSink(path) as sink:
         sink.record_many(_run_events("r2"))
         assert "without a content hash" in build_report(sink).hash_check.summary()
+
+
+def _stepped(run_id: str) -> list[Event]:
+    """A run whose clock stepped back between its intent and its result (an NTP step):
+    the action is committed before its result but carries a later time."""
+    from datetime import UTC, datetime, timedelta
+
+    t = datetime(2025, 6, 30, 23, 59, 59, tzinfo=UTC)
+    ref = [Ref(source="tool", id="x")]
+    return [
+        Event(kind="request", run_id=run_id, time=t, args='"deploy"'),
+        Event(kind="gate_decision", run_id=run_id, call_id="c1", tool="deploy",
+              verdict="allowed", label="policy:ops", time=t + timedelta(seconds=1.4)),
+        Event(kind="action", run_id=run_id, call_id="c1", tool="deploy", verdict="allowed",
+              args="{}", refs=ref, time=t + timedelta(seconds=1.5)),
+        Event(kind="tool_result", run_id=run_id, call_id="c1", tool="deploy", result="1",
+              time=t + timedelta(seconds=0.7)),
+        Event(kind="run_end", run_id=run_id, time=t + timedelta(seconds=0.8)),
+    ]  # fmt: skip
+
+
+def _readers(tmp_path: Path, events: list[Event]) -> list[object]:
+    from ledger.sinks import MemoryReader
+
+    sink = SQLiteSink(tmp_path / "l.db")
+    sink.record_many(events)
+    return [MemoryReader(events), sink]  # the streaming build and the database build
+
+
+def test_a_window_cut_by_a_clock_step_finds_nothing_the_whole_ledger_does_not(
+    tmp_path: Path,
+) -> None:
+    for reader in _readers(tmp_path, _stepped("r1")):
+        whole = build_report(reader)  # type: ignore[arg-type]
+        assert not whole.unsafe_without_intent and not whole.missing_results
+        for window in ({"until": "2025-07-01T00:00:00Z"}, {"since": "2025-07-01T00:00:00Z"}):
+            report = build_report(reader, **window)  # type: ignore[arg-type]
+            assert not report.unsafe_without_intent, (reader, window)
+            assert not report.missing_results, (reader, window)
+
+
+def test_a_result_committed_before_its_action_is_a_violation_not_a_missing_result(
+    tmp_path: Path,
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t = datetime(2025, 3, 1, tzinfo=UTC)
+    events = [
+        Event(kind="request", run_id="r1", time=t, args='"x"'),
+        Event(kind="tool_result", run_id="r1", call_id="c1", tool="t", result="1",
+              time=t + timedelta(seconds=2)),
+        Event(kind="action", run_id="r1", call_id="c1", tool="t", verdict="allowed",
+              args="{}", refs=[Ref(source="tool", id="x")], time=t + timedelta(seconds=1)),
+        Event(kind="run_end", run_id="r1", time=t + timedelta(seconds=3)),
+    ]  # fmt: skip
+    for reader in _readers(tmp_path, events):
+        report = build_report(reader)  # type: ignore[arg-type]
+        assert [f.detail for f in report.unsafe_without_intent] == [
+            "the result was recorded before its intent was committed"
+        ]
+        assert not report.missing_results, reader

@@ -315,9 +315,7 @@ class _Pass:
         state = self.runs.pop(run_id, None)
         if state is None:
             return
-        if (self.since is not None and state.orphans and state.cut_runs()) or (
-            self.until is not None and state.allowed and state.open_runs()
-        ):
+        if state.cut(self.since, self.until):
             self.deferred.append(state)
         else:
             state.finish()
