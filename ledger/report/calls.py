@@ -347,10 +347,8 @@ class CallPass:
         self.orphans.append(e)
 
     def outside_window(self, e: Record) -> None:
-        """An event of a run cut by the window's edges, recorded (by its time) before the
-        window's start or at or after its end: an intent or safe-read decision of a
-        result in the window (clocks that stepped back put an intent committed before
-        its result after it)."""
+        """An event of a run cut by the window's start, recorded before it: the intent
+        or safe-read decision of a result in the window."""
         key = (e.run_id, e.call_id)
         if e.kind is Kind.ACTION and e.verdict is Verdict.ALLOWED:
             self.before.add(key)
@@ -361,15 +359,15 @@ class CallPass:
 
     def cut_runs(self) -> list[str]:
         """Runs with a result whose call has no safe-read decision or allowed action in
-        the window (nor found outside it yet): read again outside the window
-        (:meth:`outside_window`). A decision that is no safe read settles nothing: the
-        call's allowed action may lie outside."""
+        the window: read again before the window's start (:meth:`outside_window`). A
+        decision that is no safe read settles nothing: the call's allowed action may lie
+        before the window."""
         safe = {k for k, m in self.marks.items() if m is DecisionMark.SAFE}
         settled = safe | self.allowed.keys() | self.before
         return sorted({e.run_id for e in self.orphans if (e.run_id, e.call_id) not in settled})
 
     def open_runs(self) -> list[str]:
-        """Runs with an allowed action and no result yet: read again outside the window.
+        """Runs with an allowed action and no result yet: read again after the window.
         A result recorded before its intent answers it (:meth:`_unsafe` lists that)."""
         answered = self.results | {(e.run_id, e.call_id) for e in self.orphans if e.call_id}
         return sorted({run for (run, call) in self.allowed if (run, call) not in answered})
@@ -377,9 +375,9 @@ class CallPass:
     def cut(self, since: datetime | None, until: datetime | None) -> bool:
         """True when a call of these runs may be settled by events outside the window
         ``[since, until)`` (:func:`look_across` reads them)."""
-        if since is None and until is None:
-            return False
-        return bool(self.orphans and self.cut_runs()) or bool(self.allowed and self.open_runs())
+        return bool(since is not None and self.orphans and self.cut_runs()) or bool(
+            until is not None and self.allowed and self.open_runs()
+        )
 
     def finish(self) -> None:
         """Settle the calls read so far into the tally (see the class docstring)."""
@@ -465,24 +463,18 @@ def look_across(
     state: CallPass, reader: Reader, since: datetime | None, until: datetime | None
 ) -> None:
     """Settle calls cut by the window's edges: a result whose intent (or safe-read
-    decision) was recorded outside the window, an intent whose result was. Before the
-    window's start first, then at or after its end (where only a clock that stepped back
-    puts an intent committed before its result, or a result committed after its intent):
-    a narrower window never finds a call unsettled that the whole ledger settles. Only
-    the runs concerned are read again."""
-    edges = [(None, since), (until, None)] if since is not None else [(until, None)]
-    for low, high in edges:
-        if low is None and high is None:
-            continue
+    decision) was recorded before ``since``, an intent whose result came at or after
+    ``until``. Only the runs concerned are read again.
+
+    Only those two directions: with clocks that run forward, an intent dated after the
+    window's end belongs to a result committed before it (a violation), and a result
+    dated before the window's start cannot answer an intent in it. A clock that stepped
+    back inside a run can break that (docs/cli.md says so)."""
+    if since is not None:
         for run in state.cut_runs():
-            for e in each_event(reader, state.skipped, run_id=run, since=low, until=high):
+            for e in each_event(reader, state.skipped, run_id=run, until=since):
                 state.outside_window(e)
-    for low, high in reversed(edges):
-        if low is None and high is None:
-            continue
+    if until is not None:
         for run in state.open_runs():
-            found = each_event(
-                reader, state.skipped, run_id=run, kind="tool_result", since=low, until=high
-            )
-            for e in found:
+            for e in each_event(reader, state.skipped, run_id=run, kind="tool_result", since=until):
                 state.results.add((e.run_id, e.call_id))

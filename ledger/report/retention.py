@@ -23,10 +23,10 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, RetentionError
 from ledger.model.shown import one_line
 from ledger.retention.rules import Hold
-from ledger.retention.store import ErasureRecord, PolicyState, Retention
+from ledger.retention.store import ErasureRecord, PolicyState, Retention, TablesChanged
 from ledger.timefmt import format_time
 
 __all__ = ["RetentionSection", "retention_section"]
@@ -195,6 +195,14 @@ def retention_section(
         return None
     try:
         r = Retention(reader)
+        changed = r.tables_changed()
+    except LedgerError as exc:  # a ledger without the retention tables, say
+        log.debug("the report has no retention section: %s", exc)
+        return None
+    history: list[PolicyState] = []
+    holds: list[Hold] = []
+    erasures: list[ErasureRecord] = []
+    try:
         history = r.policies()
         holds = [
             h
@@ -203,10 +211,8 @@ def retention_section(
             and (since is None or h.released is None or h.released >= since)
         ]
         erasures = r.erasures(since=since, until=until, touching=True)
-        changed = r.tables_changed()
-    except LedgerError as exc:  # a ledger without the retention tables, say
-        log.debug("the report has no retention section: %s", exc)
-        return None
+    except RetentionError as exc:  # a table row SQL made unreadable: shown as changed
+        changed = changed or (exc.what if isinstance(exc, TablesChanged) else str(exc))
     in_force = [p for p in history if until is None or p.set_at < until]
     return RetentionSection(
         policy=in_force[-1] if in_force else None,  # as it stood at the window's end

@@ -33,6 +33,7 @@ from ledger.integrity.verify import (
 from ledger.model.event import Event
 from ledger.report.hashes import HashCheck, HashTally, check_hashes, verify_row
 from ledger.sinks.base import Reader
+from ledger.sinks.jsonl import cut_short
 from ledger.sinks.rows import FILTER_COLUMNS, TimeHighWater
 from ledger.sinks.sql import SQLReader
 
@@ -193,6 +194,7 @@ class _DecodedLines:
         self.unreadable: list[tuple[int, str]] = []
         self.count = 0
         self.lines = 0
+        self.torn = 0
 
     def leaf_rows(self) -> Iterator[LeafRow]:
         if self._read:
@@ -206,8 +208,15 @@ class _DecodedLines:
                 decode(row.data)
             except (ValidationError, RecursionError) as exc:
                 self.count += 1
+                why = str(exc)
+                if cut_short(row.data):
+                    self.torn += 1
+                    why = (
+                        f"it is cut short ({len(row.data)} bytes): a writer was cut off "
+                        "mid-line, and the event it was writing is not in the file"
+                    )
                 if len(self.unreadable) < _LISTED:
-                    self.unreadable.append((row.seq, str(exc)))
+                    self.unreadable.append((row.seq, why))
             yield row
 
     def origin_guess(self) -> str | None:
@@ -246,7 +255,7 @@ def verify_lines(
     not a record. Options are :func:`verify_ledger`'s."""
     lines = _DecodedLines(source)
     result = verify_ledger(lines, verifiers, checkpoints, progress=progress, **options)
-    if lines.count and lines.count == lines.lines:  # a file of something else
+    if lines.count and lines.count == lines.lines and not lines.torn:  # something else
         seq, why = lines.unreadable[0]
         found = Finding(
             kind=FindingKind.ROW,
@@ -255,7 +264,7 @@ def verify_lines(
         )
         return replace(result, findings=(*result.findings, found))
     rows = [
-        Finding(kind=FindingKind.ROW, message=f"line {seq} does not read back as an event: {why}")
+        Finding(kind=FindingKind.ROW, message=f"line {seq} is no event: {why}")
         for seq, why in lines.unreadable
     ]
     if lines.count > len(lines.unreadable):

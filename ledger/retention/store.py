@@ -652,20 +652,28 @@ class Retention:
 
     @staticmethod
     def _policy_state(row: Any) -> PolicyState:
-        signature = json.loads(row.signature) if row.signature else None
-        return PolicyState(
-            policy=Policy(
-                keep=int(row.keep_s) * _SECOND,
-                floor=int(row.floor_s) * _SECOND,
-                keys=tuple(json.loads(row.keys)),
-            ),
-            version=int(row.version),
-            record_id=str(row.record_id),
-            set_at=from_micros(int(row.set_us)),
-            set_by=str(row.set_by),
-            reason=str(row.reason),
-            signed_by=f"{signature['name']}+{signature['key_id']}" if signature else "",
-        )
+        """A row of the policy table; one holding what the ledger never writes (a keep
+        that is no whole number of hours, text where JSON belongs: SQL's doing) is
+        refused as a changed table, not as the caller's input."""
+        try:
+            signature = json.loads(row.signature) if row.signature else None
+            return PolicyState(
+                policy=Policy(
+                    keep=int(row.keep_s) * _SECOND,
+                    floor=int(row.floor_s) * _SECOND,
+                    keys=tuple(json.loads(row.keys)),
+                ),
+                version=int(row.version),
+                record_id=str(row.record_id),
+                set_at=from_micros(int(row.set_us)),
+                set_by=str(row.set_by),
+                reason=str(row.reason),
+                signed_by=f"{signature['name']}+{signature['key_id']}" if signature else "",
+            )
+        except (ValidationError, ValueError, TypeError, KeyError) as exc:
+            raise _tampered(
+                f"the retention policy table's version {row.version!r} cannot be read ({exc})"
+            ) from None
 
     def set_policy(
         self,
@@ -926,22 +934,9 @@ class Retention:
                     r
                     for r in rows
                     if ((lo is None or r.at_us >= lo) and (hi is None or r.at_us < hi))
-                    or self._selects_in(conn, json.loads(r.selection), lo, hi)
+                    or self._selects_in(conn, _erasure_record(r).selection, lo, hi)
                 ]
-        return [
-            ErasureRecord(
-                record_id=str(r.record_id),
-                at=from_micros(int(r.at_us)),
-                by=str(r.by),
-                reason=str(r.reason),
-                selection=json.loads(r.selection),
-                fields=tuple(json.loads(r.fields)),
-                events=int(r.rows_erased),
-                digest=str(r.digest),
-                policy_version=int(r.policy_version),
-            )
-            for r in rows
-        ]
+        return [_erasure_record(r) for r in rows]
 
     def _selects_in(
         self, conn: sa.Connection, selection: dict[str, Any], lo: int | None, hi: int | None
@@ -1595,6 +1590,31 @@ def _hold(row: Any) -> Hold:
         released_by=str(row.released_by or ""),
         release_reason=str(row.release_reason or ""),
     )
+
+
+def _erasure_record(r: Any) -> ErasureRecord:
+    """A row of the erasures table; one that does not read (SQL's doing) is refused as a
+    changed table."""
+    try:
+        selection = json.loads(r.selection)
+        fields = json.loads(r.fields)
+        if not isinstance(selection, dict) or not isinstance(fields, list):
+            raise TypeError("selection or fields of the wrong type")
+        return ErasureRecord(
+            record_id=str(r.record_id),
+            at=from_micros(int(r.at_us)),
+            by=str(r.by),
+            reason=str(r.reason),
+            selection=selection,
+            fields=tuple(map(str, fields)),
+            events=int(r.rows_erased),
+            digest=str(r.digest),
+            policy_version=int(r.policy_version),
+        )
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise _tampered(
+            f"the erasures table's row {r.record_id!r} cannot be read ({exc})"
+        ) from None
 
 
 def _erasure_row(found: Any) -> tuple[Any, ...] | None:

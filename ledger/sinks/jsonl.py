@@ -45,7 +45,7 @@ from ledger.model.event import Event
 from ledger.sinks.base import Closing, check_path, check_run_writable
 from ledger.sinks.memory import MemoryReader
 
-__all__ = ["JSONLContents", "JSONLReader", "JSONLSink", "read_jsonl"]
+__all__ = ["JSONLContents", "JSONLReader", "JSONLSink", "cut_short", "read_jsonl"]
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> JSONLContents:
         except (ValidationError, RecursionError) as exc:  # nesting beyond the parser
             log.warning("%s line %d does not parse as an event: %s", path, number, exc)
             corrupt.append(number)
-            if _cut_short(line):
+            if cut_short(line):
                 torn.append(number)
                 exc = ValidationError(f"the line is cut short ({len(line)} bytes): {exc}")
             records.append(CorruptRecord(f"{file} line {number}: {exc}", seq=number))
@@ -232,8 +232,13 @@ def read_jsonl(path: str | os.PathLike[str]) -> JSONLContents:
     )
 
 
-def _cut_short(line: bytes) -> bool:
-    """True when ``line`` is the start of a JSON object whose text ends too soon."""
+def cut_short(line: bytes) -> bool:
+    """True when ``line`` is the start of a JSON object whose text ends too soon (a
+    writer cut off mid-line: what ``read_jsonl`` calls a torn line).
+
+    >>> cut_short(b'{"event_id":"01'), cut_short(b'{"a":1}'), cut_short(b"garbage")
+    (True, False, False)
+    """
     if not line.startswith(b"{"):
         return False
     try:

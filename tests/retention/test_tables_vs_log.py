@@ -9,6 +9,7 @@ a SQLite path that does not exist refuses it instead of creating a fresh ledger.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def test_a_policy_key_added_by_sql_cannot_sign_a_lower_floor(ledger_db: Ledger) 
         "UPDATE {p}erasures SET rows_erased = 1",
         "INSERT INTO {p}erasures SELECT '01J00000000000000000000000', at_us, by, reason, "
         "selection, fields, rows_erased, digest, policy_version FROM {p}erasures LIMIT 1",
+        "UPDATE {p}erasures SET selection = 'not json'",
+        "UPDATE {p}erasures SET fields = '[1'",
     ],
 )
 def test_an_erasures_table_changed_by_sql_is_reported_and_refuses_erasures(
@@ -106,6 +109,19 @@ def test_an_erasures_table_changed_by_sql_is_reported_and_refuses_erasures(
     result = CliRunner().invoke(cli, ["verify", "--db", ledger_db.url, "--json"])
     assert result.exit_code == 1
     assert "retention-tables" in result.stdout and "erasures table" in result.stdout
+    report = CliRunner().invoke(cli, ["report", "--db", ledger_db.url, "--format", "json"])
+    assert report.exit_code == 0, report.output  # a report, never an internal error
+    assert "erasures table" in json.loads(report.stdout)["retention"]["tables_changed"]
+
+
+def test_a_policy_row_the_ledger_never_writes_is_a_changed_table(ledger_db: Ledger) -> None:
+    r, _, _ = _prepared(ledger_db)
+    ledger_db.sql("UPDATE {p}retention_policy SET keep_s = 5400 WHERE version = 2")
+    with pytest.raises(RetentionError, match="changed outside the ledger"):
+        r.erase(Selection.of_run("old-1"), reason="x")
+    report = CliRunner().invoke(cli, ["report", "--db", ledger_db.url, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    assert "cannot be read" in json.loads(report.stdout)["retention"]["tables_changed"]
 
 
 def test_the_ledgers_own_changes_still_pass_the_check(ledger_db: Ledger) -> None:
