@@ -108,13 +108,13 @@ def _signer(path: Path) -> Signer:
     try:
         text = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="--key") from None
+        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="'--key'") from None
     except UnicodeDecodeError:
-        raise click.BadParameter(f"{path}: not a key file", param_hint="--key") from None
+        raise click.BadParameter(f"{path}: not a key file", param_hint="'--key'") from None
     try:
         return Signer.from_key(text)
     except (IntegrityError, ValidationError) as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint="--key") from None
+        raise click.BadParameter(f"{path}: {exc}", param_hint="'--key'") from None
 
 
 def _pair(value: str, what: str) -> tuple[str, str]:
@@ -128,7 +128,7 @@ def _scheme(url: str) -> str:
     try:
         return str(parse_url(url).scheme)
     except ValidationError as exc:
-        raise click.BadParameter(str(exc), param_hint="--db") from None
+        raise click.BadParameter(str(exc), param_hint="'--db'") from None
 
 
 @contextmanager
@@ -148,7 +148,7 @@ def _sql_sink(url: str, *, write: bool) -> Iterator[Any]:
         if not hasattr(sink, "tree_head"):
             raise click.BadParameter(
                 f"{url}: only sqlite:/// and postgresql:// ledgers keep a Merkle log here",
-                param_hint="--db",
+                param_hint="'--db'",
             )
         yield sink
     finally:
@@ -277,12 +277,12 @@ def _witness_args(values: Sequence[str]) -> list[tuple[str, CosignatureVerifier]
         url, key = _pair(value, "--witness")
         if not url.startswith(("http://", "https://")):
             raise click.BadParameter(
-                f"{value}: a witness URL is http:// or https://", param_hint="--witness"
+                f"{value}: a witness URL is http:// or https://", param_hint="'--witness'"
             )
         try:
             out.append((url, CosignatureVerifier.from_key(_key_text(key, "--witness"))))
         except (IntegrityError, ValidationError) as exc:
-            raise click.BadParameter(f"{value}: {exc}", param_hint="--witness") from None
+            raise click.BadParameter(f"{value}: {exc}", param_hint="'--witness'") from None
     return out
 
 
@@ -424,7 +424,7 @@ def _checkpoint_files(paths: Sequence[Path]) -> list[Path]:
             found = sorted(p.glob(CHECKPOINT_GLOB))
             if not found:  # the copies kept outside are the point: none is not "verified"
                 raise click.BadParameter(
-                    f"the folder {p} holds no {CHECKPOINT_GLOB} file", param_hint="--checkpoint"
+                    f"the folder {p} holds no {CHECKPOINT_GLOB} file", param_hint="'--checkpoint'"
                 )
             files.extend(found)
         else:
@@ -774,7 +774,7 @@ def serve(state: Path, key: Path, logs: tuple[str, ...], port: int, host: str) -
     try:
         cosigner = CosignatureSigner.from_key(key.read_text(encoding="utf-8").strip())
     except (IntegrityError, ValidationError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"{key}: {exc}", param_hint="--key") from None
+        raise click.BadParameter(f"{key}: {exc}", param_hint="'--key'") from None
     trusted: dict[str, list[Verifier]] = {}
     for value in logs:
         origin, vkey = _pair(value, "--log")

@@ -186,7 +186,7 @@ def retention_set(
                 spans[name] = parse_duration(text, what=f"--{name}")
             except ValidationError as exc:
                 message = str(exc).removeprefix(f"--{name}: ")
-                raise click.BadParameter(message, param_hint=f"--{name}") from None
+                raise click.BadParameter(message, param_hint=f"'--{name}'") from None
     signer = None
     if signer_key is not None:
         text = _key_text(signer_key)
@@ -194,18 +194,18 @@ def retention_set(
             raise click.BadParameter(
                 "that is not a signer key: --key takes the signer key file `ledger keygen "
                 "--out FILE` wrote (a verifier key, what keygen printed, goes to --policy-key)",
-                param_hint="--key",
+                param_hint="'--key'",
             )
         try:
             signer = Signer.from_key(text)
         except LedgerError as exc:  # malformed, or its key id does not match
-            raise click.BadParameter(str(exc), param_hint="--key") from None
+            raise click.BadParameter(str(exc), param_hint="'--key'") from None
     keys = [_key_text(k) for k in policy_keys] or None
     if any(k.startswith("PRIVATE+KEY+") for k in keys or ()):
         raise click.BadParameter(
             "that is a signer (private) key; give its verifier key (what `ledger keygen` "
             "printed), and keep the signer key for --key",
-            param_hint="--policy-key",
+            param_hint="'--policy-key'",
         )
     with _retention(db, write=True) as r:
         before = r.policy()
@@ -429,7 +429,7 @@ def erase(
             chosen_ids = Selection.of_events(list(event_ids))
         except ValidationError as exc:
             raise click.BadParameter(
-                str(exc).removeprefix("--event: "), param_hint="--event"
+                str(exc).removeprefix("--event: "), param_hint="'--event'"
             ) from None
     lines: list[dict[str, Any]] = []
 

@@ -397,7 +397,9 @@ class TreeReading:
                 "ledger); run `ledger verify` and restore the database from a backup"
             )
         size, root = head_values(row[1], row[2])
-        return str(row[0]), size, root
+        if not isinstance(row[0], str) or not row[0]:
+            raise HeadUnreadable(f"the origin {row[0]!r}, not a log name")
+        return row[0], size, root
 
     def _head_row(self, conn: sa.Connection) -> tuple[str, int, bytes]:
         """``(origin, size, root)`` of the current head: the stored one, or, where the
