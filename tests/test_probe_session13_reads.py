@@ -4,6 +4,7 @@ lines are not events, and the report's content-hash line for rows stored without
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -72,6 +73,22 @@ def test_the_report_says_which_rows_no_content_hash_vouches_for(tmp_path: Path) 
         assert "without a content hash" in build_report(sink).hash_check.summary()
 
 
+T = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+def _result_first(*, result_at: timedelta, action_at: timedelta) -> list[Event]:
+    """A run whose tool result is committed before its allowed action (times after
+    ``T`` as given): a result without a preceding intent."""
+    return [
+        Event(kind="request", run_id="r1", time=T, args='"x"'),
+        Event(kind="tool_result", run_id="r1", call_id="c1", tool="t", result="1",
+              time=T + result_at),
+        Event(kind="action", run_id="r1", call_id="c1", tool="t", verdict="allowed",
+              args="{}", refs=[Ref(source="tool", id="x")], time=T + action_at),
+        Event(kind="run_end", run_id="r1", time=T + max(result_at, action_at) * 2),
+    ]  # fmt: skip
+
+
 def _readers(tmp_path: Path, events: list[Event]) -> list[object]:
     from ledger.sinks import MemoryReader
 
@@ -87,19 +104,9 @@ def test_a_result_committed_before_an_intent_dated_after_the_window_is_a_violati
     is dated after the window's end was committed before it: a violation, however the
     window is cut (a clock that stepped back inside a run is the exception docs/cli.md
     gives)."""
-    from datetime import UTC, datetime, timedelta
-
-    t = datetime(2025, 3, 1, tzinfo=UTC)
-    events = [
-        Event(kind="request", run_id="r1", time=t, args='"x"'),
-        Event(kind="tool_result", run_id="r1", call_id="c1", tool="t", result="1",
-              time=t + timedelta(hours=1)),
-        Event(kind="action", run_id="r1", call_id="c1", tool="t", verdict="allowed",
-              args="{}", refs=[Ref(source="tool", id="x")], time=t + timedelta(hours=3)),
-        Event(kind="run_end", run_id="r1", time=t + timedelta(hours=4)),
-    ]  # fmt: skip
+    events = _result_first(result_at=timedelta(hours=1), action_at=timedelta(hours=3))
     for reader in _readers(tmp_path, events):
-        for window in ({}, {"until": t + timedelta(hours=2)}):
+        for window in ({}, {"until": T + timedelta(hours=2)}):
             report = build_report(reader, **window)  # type: ignore[arg-type]
             assert len(report.unsafe_without_intent) == 1, (reader, window)
             assert not report.compliant
@@ -108,17 +115,7 @@ def test_a_result_committed_before_an_intent_dated_after_the_window_is_a_violati
 def test_a_result_committed_before_its_action_is_a_violation_not_a_missing_result(
     tmp_path: Path,
 ) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    t = datetime(2025, 3, 1, tzinfo=UTC)
-    events = [
-        Event(kind="request", run_id="r1", time=t, args='"x"'),
-        Event(kind="tool_result", run_id="r1", call_id="c1", tool="t", result="1",
-              time=t + timedelta(seconds=2)),
-        Event(kind="action", run_id="r1", call_id="c1", tool="t", verdict="allowed",
-              args="{}", refs=[Ref(source="tool", id="x")], time=t + timedelta(seconds=1)),
-        Event(kind="run_end", run_id="r1", time=t + timedelta(seconds=3)),
-    ]  # fmt: skip
+    events = _result_first(result_at=timedelta(seconds=2), action_at=timedelta(seconds=1))
     for reader in _readers(tmp_path, events):
         report = build_report(reader)  # type: ignore[arg-type]
         assert [f.detail for f in report.unsafe_without_intent] == [

@@ -42,13 +42,36 @@ __all__ = ["verify_all", "verify_lines", "verify_rows"]
 _TIME = 4 + FILTER_COLUMNS.index("time_us")  # in the rows of _CheckedLeaves.leaf_rows
 
 
-class _CheckedLeaves:
+class _Passing:
+    """A :class:`LeafSource` over ``source`` whose subclass checks each row as the log's
+    check reads it (:meth:`leaf_rows`); all else is the source's."""
+
+    def __init__(self, source: LeafSource) -> None:
+        self._source = source
+
+    def stored_head(self) -> tuple[str, TreeHead] | None:
+        return self._source.stored_head()
+
+    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
+        return self._source.stored_leaf_hashes()
+
+    def checkpoint_notes(self) -> list[str]:
+        return self._source.checkpoint_notes()
+
+    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
+        return self._source.stored_consistency_proof(old_size, new_size)
+
+    def count_rows(self) -> int:
+        return self._source.count_rows()
+
+
+class _CheckedLeaves(_Passing):
     """A SQL sink as a :class:`LeafSource` whose rows are content-hash checked as the
     log's check reads them."""
 
     def __init__(self, reader: SQLReader, source: LeafSource) -> None:
+        super().__init__(source)
         self._reader = reader
-        self._source = source
         self.tally = HashTally()
         self._read = False
         # what verify_ledger asks of a source beyond the protocol, as the sink answers it
@@ -100,21 +123,6 @@ class _CheckedLeaves:
                 leaf_index=None if index is None else int(index),
                 data=data,
             )
-
-    def stored_head(self) -> tuple[str, TreeHead] | None:
-        return self._source.stored_head()
-
-    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
-        return self._source.stored_leaf_hashes()
-
-    def checkpoint_notes(self) -> list[str]:
-        return self._source.checkpoint_notes()
-
-    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
-        return self._source.stored_consistency_proof(old_size, new_size)
-
-    def count_rows(self) -> int:
-        return self._source.count_rows()
 
 
 def verify_rows(
@@ -182,14 +190,14 @@ def verify_all(
 _LISTED = 1000  # unreadable lines named one by one; the rest counted
 
 
-class _DecodedLines:
+class _DecodedLines(_Passing):
     """A JSONL file's lines as a :class:`LeafSource` whose first reading also decodes
     each line as every reader does, keeping those that do not read back as events."""
 
     keeps_head = False
 
     def __init__(self, source: LeafSource) -> None:
-        self._source = source
+        super().__init__(source)
         self._read = False
         self.unreadable: list[tuple[int, str]] = []
         self.count = 0
@@ -222,21 +230,6 @@ class _DecodedLines:
     def origin_guess(self) -> str | None:
         guess = getattr(self._source, "origin_guess", None)
         return guess() if callable(guess) else None
-
-    def stored_head(self) -> tuple[str, TreeHead] | None:
-        return self._source.stored_head()
-
-    def stored_leaf_hashes(self) -> Iterator[tuple[int, bytes]]:
-        return self._source.stored_leaf_hashes()
-
-    def checkpoint_notes(self) -> list[str]:
-        return self._source.checkpoint_notes()
-
-    def stored_consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...] | None:
-        return self._source.stored_consistency_proof(old_size, new_size)
-
-    def count_rows(self) -> int:
-        return self._source.count_rows()
 
 
 def verify_lines(
