@@ -487,7 +487,7 @@ def _verify_source(
 
 def _with_retention_tables(sink: Any, result: VerifyResult) -> VerifyResult:
     """``result`` and a ``retention-tables`` finding when the retention tables (policy,
-    holds) disagree with the retention records in the log: what erasures then refuse."""
+    holds, erasures) disagree with the retention records in the log: what erasures then refuse."""
     from dataclasses import replace
 
     from ledger.errors import LedgerError
@@ -503,7 +503,7 @@ def _with_retention_tables(sink: Any, result: VerifyResult) -> VerifyResult:
     found = Finding(
         kind=FindingKind.RETENTION_TABLES,
         message=f"the retention tables disagree with the retention records in the log "
-        f"({changed}): the policy or holds they show were changed outside the ledger",
+        f"({changed}): the policy, holds or erasures they show were changed outside the ledger",
     )
     return replace(result, findings=(*result.findings, found))
 

@@ -257,7 +257,7 @@ def verify_lines(
         )
         return replace(result, findings=(*result.findings, found))
     rows = [
-        Finding(kind=FindingKind.ROW, message=f"line {seq} is no event: {why}")
+        Finding(kind=FindingKind.ROW, message=f"line {seq} does not read back as an event: {why}")
         for seq, why in lines.unreadable
     ]
     if lines.count > len(lines.unreadable):

@@ -670,7 +670,7 @@ class Retention:
                 reason=str(row.reason),
                 signed_by=f"{signature['name']}+{signature['key_id']}" if signature else "",
             )
-        except (ValidationError, ValueError, TypeError, KeyError) as exc:
+        except (ValidationError, ValueError, TypeError, KeyError, OverflowError) as exc:
             raise _tampered(
                 f"the retention policy table's version {row.version!r} cannot be read ({exc})"
             ) from None
@@ -1575,21 +1575,28 @@ def _in_chunks(column: Any, ids: list[str]) -> Any:
 
 
 def _hold(row: Any) -> Hold:
+    """A row of the legal holds table; one that does not read (SQL's doing) is refused
+    as a changed table."""
+
     def t(v: Any) -> datetime | None:
         return None if v is None else from_micros(int(v))
 
-    return Hold(
-        hold_id=str(row.hold_id),
-        reason=str(row.reason),
-        run_id=row.run_id,
-        since=t(row.since_us),
-        until=t(row.until_us),
-        created=t(row.created_us),
-        created_by=str(row.created_by),
-        released=t(row.released_us),
-        released_by=str(row.released_by or ""),
-        release_reason=str(row.release_reason or ""),
-    )
+    try:
+        return Hold(
+            hold_id=str(row.hold_id),
+            reason=str(row.reason),
+            run_id=row.run_id,
+            since=t(row.since_us),
+            until=t(row.until_us),
+            created=t(row.created_us),
+            created_by=str(row.created_by),
+            released=t(row.released_us),
+            released_by=str(row.released_by or ""),
+            release_reason=str(row.release_reason or ""),
+        )
+    except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+        what = f"the legal holds table's row {row.hold_id!r} cannot be read ({exc})"
+        raise _tampered(what) from None
 
 
 def _erasure_record(r: Any) -> ErasureRecord:

@@ -249,3 +249,27 @@ def test_a_copy_made_from_jsonl_has_no_tables_and_refuses_to_erase_what_a_hold_k
         with pytest.raises(RetentionError, match="ledger db copy"):
             r.set_policy(keep="400d", floor="0", reason="start over on the copy")
         assert all(e.erased is None for e in sink.events(run_id="old-1"))
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "UPDATE {p}legal_holds SET created_us = -99999999999999999",
+        "UPDATE {p}legal_holds SET since_us = 99999999999999999",
+        "UPDATE {p}retention_policy SET keys = 'not json' WHERE version = 2",
+    ],
+)
+def test_a_retention_row_sql_made_unreadable_is_reported_not_an_internal_error(
+    ledger_db: Ledger, forgery: str
+) -> None:
+    r, _, _ = _prepared(ledger_db)
+    r.add_hold(since=OLD - timedelta(days=9), until=OLD - timedelta(days=1), reason="range")
+    ledger_db.sql(forgery)
+    runner = CliRunner()
+    report = runner.invoke(cli, ["report", "--db", ledger_db.url, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["retention"]["tables_changed"]
+    for args in (["verify"], ["hold", "list"], ["retention", "show"]):
+        result = runner.invoke(cli, [*args, "--db", ledger_db.url])
+        assert result.exit_code == 1, (args, result.output)
+        assert "internal error" not in result.output, (args, result.output)
