@@ -61,11 +61,16 @@ _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
+def piped() -> bool:
+    """True when standard output is no terminal and ``COLUMNS`` is not set: output is
+    read by a program, whose lines must not be folded at a width."""
+    return not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+
+
 def stdout() -> Console:
-    """A rich console on standard output: plain text, 160 columns wide, when piped (or
-    ``COLUMNS`` wide when set)."""
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else _PIPE_WIDTH
-    return Console(highlight=False, width=width)
+    """A rich console on standard output: plain text, 160 columns wide, when
+    :func:`piped` (else the terminal's width, or ``COLUMNS``)."""
+    return Console(highlight=False, width=_PIPE_WIDTH if piped() else None)
 
 
 def stderr() -> Console:

@@ -25,6 +25,7 @@ from ledger.cli.common import (
     human_time,
     narrow_table,
     open_db,
+    piped,
     progress,
     stdout,
     window_options,
@@ -79,19 +80,23 @@ def print_summary(r: ComplianceReport, console: Console, *, details: bool = True
     """The human form of a report: counts, the two verdicts, then the detail tables."""
     console.print(_counts_table(r))
     style = "green" if not r.unsafe_without_intent else "bold red"
-    console.print(f"[{style}]{escape(r.unsafe_statement())}[/]")
+    # piped, each statement is one line however long (soft_wrap: rich inserts no line
+    # break); on a terminal, or with COLUMNS set, it is folded to the width
+    soft = piped()
+    console.print(f"[{style}]{escape(r.unsafe_statement())}[/]", soft_wrap=soft)
     hc = r.hash_check
     hstyle = "green" if hc.available and not hc.mismatch_count else "yellow"
     if hc.mismatch_count:
         hstyle = "bold red"
-    console.print(f"[{hstyle}]{escape(hc.summary())}[/]")
+    console.print(f"[{hstyle}]{escape(hc.summary())}[/]", soft_wrap=soft)
     lstyle = "green" if r.log_check is not None and r.log_check.ok else "bold red"
     console.print(
-        f"[{lstyle if r.log_check is not None else 'yellow'}]{escape(r.log_statement())}[/]"
+        f"[{lstyle if r.log_check is not None else 'yellow'}]{escape(r.log_statement())}[/]",
+        soft_wrap=soft,
     )
     if r.retention is not None:
         for line in r.retention.lines():
-            console.print(escape(line))
+            console.print(escape(line), soft_wrap=soft)
     if not details:
         return
     _detail_tables(r, console)

@@ -93,7 +93,10 @@ def _require_ledger(parsed: Any) -> None:
     import sqlalchemy as sa
 
     from ledger.sinks.schema import SchemaState, require_readable, schema_state
+    from ledger.sinks.sqlite import require_sqlite_file
 
+    if parsed.scheme == "sqlite" and parsed.path is not None:
+        require_sqlite_file(parsed.path, empty_ok=True)  # nor another file a ledger's tables
     dsn = (  # the file's name as it is ("?" or "%41" in it are not URL syntax)
         sa.engine.URL.create("sqlite", database=str(parsed.path))
         if parsed.scheme == "sqlite"
@@ -157,7 +160,9 @@ def retention() -> None:
 @click.option("--floor", default=None, metavar="DURATION", help="e.g. 180d (default: unchanged).")
 @click.option(
     "--policy-key", "policy_keys", multiple=True, metavar="VKEY",
-    help="A verifier key (text or file) allowed to sign lowering the floor (repeatable).",
+    help="A verifier key (text or file) allowed to sign lowering the floor (repeatable). "
+    "The keys given replace the policy's keys (give every key to keep); none given: "
+    "unchanged.",
 )  # fmt: skip
 @click.option("--key", "signer_key", default=None, metavar="FILE",
               help="Signer key that signs this change (needed to lower the floor).")  # fmt: skip
@@ -509,11 +514,13 @@ def erase(
 def db_vacuum(url: str, as_json: bool) -> None:
     """SQLite VACUUM / PostgreSQL VACUUM: reclaims the space erased rows left. Deletes no
     row, so nothing the floor or a hold protects is touched."""
+    from ledger.report.database import database_url
     from ledger.retention.vacuum import vacuum
     from ledger.sinks.opening import open_sink
 
+    database_url(url)  # a `db` command: the URL forms it takes, as db check says them
     with _retention(url, write=True):
-        pass  # refuses a JSONL ledger; the schema is current
+        pass  # the ledger exists and its schema is current
     sink: Any = open_sink(url)
     try:
         outcome = vacuum(sink)
@@ -522,9 +529,10 @@ def db_vacuum(url: str, as_json: bool) -> None:
     if as_json:
         emit_json(outcome.to_dict())
         return
+    freed = f"{outcome.freed_bytes} freed" if outcome.freed_bytes else "none freed"
     click.echo(
-        f"vacuum: {outcome.size_before} -> {outcome.size_after} bytes "
-        f"({outcome.freed_bytes} freed), {outcome.rows} rows kept"
+        f"vacuum: {outcome.size_before} -> {outcome.size_after} bytes ({freed}), "
+        f"{outcome.rows} rows kept"
     )
 
 

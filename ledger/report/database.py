@@ -118,6 +118,9 @@ def engine_for(url: str) -> sa.Engine:
         raise StorageError(f"{parsed.path} is a directory, not a ledger database file")
     if not parsed.path.is_file():
         raise StorageError(f"no ledger database at {parsed.path}: the file does not exist")
+    from ledger.sinks.sqlite import require_sqlite_file
+
+    require_sqlite_file(parsed.path, empty_ok=True)  # a file of something else, named
     target = parsed.path.resolve().as_uri().replace("file://", "file:", 1)
     return sa.create_engine(f"sqlite+pysqlite:///{target}?mode=ro&uri=true")
 

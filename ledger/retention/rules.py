@@ -236,11 +236,12 @@ class Hold:
         return f"{start} .. {end}"
 
     def to_dict(self) -> dict[str, object]:
-        """Stable field names (``ledger hold list --json``)."""
-        from ledger.timefmt import format_time
+        """Stable field names (``ledger hold list --json``; times to the microsecond, as
+        all machine output)."""
+        from ledger.timefmt import format_time_us
 
         def t(v: datetime | None) -> str | None:
-            return None if v is None else format_time(v)
+            return None if v is None else format_time_us(v)
 
         return {
             "id": self.hold_id,

@@ -77,7 +77,14 @@ from ledger.sinks.rows import (
 )
 from ledger.sinks.shred import SEALED_FIELDS
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
-from ledger.timefmt import format_duration, format_time, parse_duration, parse_time, utc_now
+from ledger.timefmt import (
+    format_duration,
+    format_time,
+    format_time_us,
+    parse_duration,
+    parse_time,
+    utc_now,
+)
 
 __all__ = [
     "PAGE",
@@ -153,7 +160,7 @@ class PolicyState:
             **self.policy.to_dict(),
             "version": self.version,
             "record": self.record_id,
-            "set_at": format_time(self.set_at),
+            "set_at": format_time_us(self.set_at),
             "set_by": self.set_by,
             "reason": self.reason,
             "signed_by": self.signed_by,
@@ -251,7 +258,7 @@ class Selected:
             "run_id": self.run_id,
             "kind": self.kind,
             "tool": self.tool,
-            "time": format_time(self.time),
+            "time": format_time_us(self.time),
             "leaf_index": self.leaf_index,
             "already_erased": self.already,
         }
@@ -302,7 +309,7 @@ class ErasureRecord:
         """Stable field names."""
         return {
             "record": self.record_id,
-            "at": format_time(self.at),
+            "at": format_time_us(self.at),
             "by": self.by,
             "reason": self.reason,
             "selection": self.selection,
@@ -695,7 +702,7 @@ class Retention:
         """
         why = reason_or_default(reason)
         who = _actor(by)
-        keep_span = keep if isinstance(keep, timedelta) else parse_duration(keep, what="--keep")
+        keep_span = keep if isinstance(keep, timedelta) else parse_duration(keep, what="keep")
         for text in keys or ():
             Verifier.from_key(text)  # a malformed key is refused before anything
         with self._writing() as conn:
@@ -705,7 +712,7 @@ class Retention:
                 floor_span = current.policy.floor if current else timedelta(0)
             else:
                 floor_span = (
-                    floor if isinstance(floor, timedelta) else parse_duration(floor, what="--floor")
+                    floor if isinstance(floor, timedelta) else parse_duration(floor, what="floor")
                 )
             new = Policy(
                 keep=keep_span,
@@ -1021,8 +1028,7 @@ class Retention:
             holds = self._trusted_holds(conn, logged)
             self._trusted_erasures(conn, logged)
             if each is not None:  # refuse before anything is listed
-                self._check_floor(conn, where, state, txn.now)
-                self._check_holds(conn, where, holds)
+                self._check_allowed(conn, where, state, txn.now, holds)
             guard = _Guard(to_micros(state.policy.cutoff(txn.now)), holds)
             payloads = self._sink._payloads if selection.run_id is not None else None
             shred = payloads is not None and bool({"args", "result"} & set(wanted))
@@ -1053,8 +1059,7 @@ class Retention:
                 )
             except _Violation:
                 # a selected row inside the floor or under a hold: say exactly what
-                self._check_floor(conn, where, state, txn.now)
-                self._check_holds(conn, where, holds)
+                self._check_allowed(conn, where, state, txn.now, holds)
                 raise refuse("a selected event is inside the floor or under a hold") from None
             if (
                 selection.run_id is not None
@@ -1178,9 +1183,26 @@ class Retention:
             raise refuse(f"event {admin[0]} is a retention record; those are kept")
         return [t.c.event_id.in_(ids)] if len(ids) <= 500 else [_in_chunks(t.c.event_id, ids)]
 
-    def _check_floor(
-        self, conn: sa.Connection, where: list[Any], state: PolicyState, now: datetime
+    def _check_allowed(
+        self,
+        conn: sa.Connection,
+        where: list[Any],
+        state: PolicyState,
+        now: datetime,
+        holds: list[Hold],
     ) -> None:
+        """Refuse when the floor or a standing hold protects a selected event, saying
+        everything in the way at once (the floor and every hold)."""
+        found = [
+            self._floor_problem(conn, where, state, now),
+            self._holds_problem(conn, where, holds),
+        ]
+        if any(found):
+            raise refuse("; and ".join(p for p in found if p))
+
+    def _floor_problem(
+        self, conn: sa.Connection, where: list[Any], state: PolicyState, now: datetime
+    ) -> str:
         t = self._events
         cutoff = to_micros(state.policy.cutoff(now))
         row = conn.execute(
@@ -1188,16 +1210,18 @@ class Retention:
                 *where, t.c.time_us >= cutoff
             )
         ).one()
-        if int(row[0]):
-            raise refuse(
-                f"{int(row[0])} selected event(s) are inside the retention floor of "
-                f"{format_duration(state.policy.floor)} (the youngest from "
-                f"{format_time(from_micros(int(row[1])))}; nothing after "
-                f"{format_time(from_micros(cutoff))} may be erased)"
-            )
+        if not int(row[0]):
+            return ""
+        return (
+            f"{int(row[0])} selected event(s) are inside the retention floor of "
+            f"{format_duration(state.policy.floor)} (the youngest from "
+            f"{format_time_us(from_micros(int(row[1])))}; nothing after "
+            f"{format_time_us(from_micros(cutoff))} may be erased)"
+        )
 
-    def _check_holds(self, conn: sa.Connection, where: list[Any], holds: list[Hold]) -> None:
-        """Refuse when a standing hold covers a selected event, naming every such hold."""
+    def _holds_problem(self, conn: sa.Connection, where: list[Any], holds: list[Hold]) -> str:
+        """What standing holds cover a selected event, naming every such hold ("" when
+        none does)."""
         t = self._events
         blocking: list[tuple[int, Hold]] = []
         for hold in holds:
@@ -1214,7 +1238,7 @@ class Retention:
                 blocking.append((int(count), hold))
         if len(blocking) == 1:
             count, hold = blocking[0]
-            raise refuse(
+            return (
                 f"{count} selected event(s) are under legal hold {hold.hold_id} "
                 f"({hold.describe()}: {hold.reason}); release it first with `ledger hold "
                 f"release {hold.hold_id}`"
@@ -1224,10 +1248,11 @@ class Retention:
                 f"{count} under hold {hold.hold_id} ({hold.describe()}: {hold.reason})"
                 for count, hold in blocking
             )
-            raise refuse(
+            return (
                 f"selected events are under {len(blocking)} legal holds: {each}; each must be "
                 "released first (`ledger hold release ID`)"
             )
+        return ""
 
     def _scan(self, conn: sa.Connection, selection: Selection) -> tuple[str, list[Any]]:
         """The driver-level page query of ``selection`` (rows after a ``seq``, in ``seq``

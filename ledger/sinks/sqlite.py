@@ -85,7 +85,7 @@ from ledger.sinks.tree import (
 )
 from ledger.sinks.writing import Row, Writing
 
-__all__ = ["SQLiteSink"]
+__all__ = ["SQLiteSink", "require_sqlite_file"]
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,33 @@ def _seconds(value: object, name: str) -> float:
 def _is_busy(exc: Exception) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def require_sqlite_file(path: Path, *, empty_ok: bool = False) -> None:
+    """``StorageError`` unless ``path`` is an existing SQLite database file (checked on
+    its header, before any connection could change it): what every command that must
+    not create a ledger checks first. ``empty_ok``: a file of no bytes (an empty
+    database to SQLite) passes too, for a caller that then says it holds no ledger.
+
+    >>> import tempfile, pathlib
+    >>> bad = pathlib.Path(tempfile.mkdtemp()) / "notes.db"
+    >>> _ = bad.write_text("not a database")
+    >>> require_sqlite_file(bad)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ledger.errors.StorageError: ...notes.db is not a SQLite database, so not a ledger
+    """
+    if path.is_dir():
+        raise StorageError(f"{path} is a directory, not a ledger file")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(16)
+    except FileNotFoundError:
+        raise StorageError(f"no ledger at {path}: the file does not exist") from None
+    except OSError as exc:
+        raise StorageError(f"cannot read the SQLite ledger {path}: {exc}") from exc
+    if header != b"SQLite format 3\x00" and not (empty_ok and header == b""):
+        raise StorageError(f"{path} is not a SQLite database, so not a ledger")
 
 
 class SQLiteSink(Writing, TreeReading, SQLReader):
@@ -191,19 +218,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             raise
 
     def _require_file(self) -> None:
-        """For a reader: the file exists and is a SQLite database (checked on its header,
-        before any connection could change it)."""
-        if self.path.is_dir():
-            raise StorageError(f"{self.path} is a directory, not a ledger file")
-        try:
-            with open(self.path, "rb") as f:
-                header = f.read(16)
-        except FileNotFoundError:
-            raise StorageError(f"no ledger at {self.path}: the file does not exist") from None
-        except OSError as exc:
-            raise StorageError(f"cannot read the SQLite ledger {self.path}: {exc}") from exc
-        if header != b"SQLite format 3\x00":
-            raise StorageError(f"{self.path} is not a SQLite database, so not a ledger")
+        """For a reader: the file exists and is a SQLite database."""
+        require_sqlite_file(self.path)
 
     def _require_readable(self) -> None:
         """For a reader: the schema is current; nothing is created or migrated."""

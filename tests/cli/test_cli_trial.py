@@ -153,7 +153,7 @@ def test_db_commands_take_a_bare_path_as_sqlite(tmp_path: Path) -> None:
     assert (tmp_path / "ledger.db").is_file()
     assert run_cli("db", "check", "ledger.db", cwd=tmp_path).returncode == 0
     passwd = run_cli("db", "check", "/etc/passwd", cwd=tmp_path)
-    assert passwd.returncode == 1 and "not a database" in passwd.stderr
+    assert passwd.returncode == 1 and "not a SQLite database" in passwd.stderr
 
 
 def test_an_unavailable_hash_check_always_says_why() -> None:

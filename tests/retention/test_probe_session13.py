@@ -142,3 +142,56 @@ def test_a_clock_behind_the_log_does_not_date_a_change_before_the_last(
     hold = past.add_hold(run_id="old-1", reason="case")
     assert hold.created is not None and hold.created >= second.set_at
     assert [p.version for p in Retention(sink).policies()] == [1, 2]
+
+
+def test_a_refusal_names_the_floor_and_every_hold_in_the_way(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("young", datetime.now(UTC) - timedelta(days=1), secret="bob"))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="30d", reason="v1")
+    hold = r.add_hold(run_id="old-1", reason="litigation")
+    before = _rows(ledger_db)
+    for dry_run in (True, False):
+        with pytest.raises(Exception) as caught:
+            r.erase(Selection.older_than(datetime.now(UTC)), reason="all", dry_run=dry_run)
+        said = str(caught.value)
+        assert "inside the retention floor" in said and hold.hold_id in said, said
+    assert _rows(ledger_db) == before
+
+
+def test_commands_name_a_file_that_is_no_database_and_a_jsonl_url(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.db"
+    bad.write_text("not a database at all")
+    runner = CliRunner()
+    for args in (
+        ["erase", "--db", f"sqlite:///{bad}", "--run", "r", "--reason", "x"],
+        ["db", "vacuum", "--db", f"sqlite:///{bad}"],
+        ["db", "check", "--db", f"sqlite:///{bad}"],
+        ["retention", "set", "--db", f"sqlite:///{bad}", "--keep", "400d"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "notes.db is not a SQLite database" in result.stderr, (args, result.stderr)
+    assert bad.read_text() == "not a database at all"
+    result = runner.invoke(cli, ["db", "vacuum", "--db", f"jsonl:///{tmp_path / 'l.jsonl'}"])
+    assert result.exit_code == 1 and "is not a database URL" in result.stderr
+
+
+def test_piped_report_lines_and_machine_times_keep_their_form(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="v1")
+    hold = r.add_hold(run_id="old-1", reason="case " * 40)
+    r.release_hold(hold.hold_id, reason="closed")
+    r.erase(Selection.of_run("old-1"), reason="GDPR Art. 17 request " + "x" * 150)
+    runner = CliRunner()
+    piped: dict[str, str | None] = {"COLUMNS": None}  # output read by a program
+    text = runner.invoke(cli, ["report", "--db", ledger_db.url], env=piped).stdout
+    erasure = [line for line in text.splitlines() if line.startswith("erasure ")]
+    assert len(erasure) == 1 and erasure[0].endswith("x" * 150), text  # one line, whole
+    listed = json.loads(runner.invoke(cli, ["hold", "list", "--db", ledger_db.url, "--all",
+                                            "--json"]).stdout)  # fmt: skip
+    times = [h[k] for h in listed for k in ("created", "released")]
+    assert all(len(t) == 27 and t.endswith("Z") for t in times), times  # microseconds
