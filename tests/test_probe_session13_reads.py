@@ -141,3 +141,22 @@ def test_verify_names_a_line_a_crashed_writer_cut_short(tmp_path: Path) -> None:
     assert code == 1
     rows = [f["message"] for f in out["findings"] if f["kind"] == "row"]  # type: ignore[attr-defined]
     assert len(rows) == 1 and rows[0].startswith("line 5 ") and "cut short" in rows[0], rows
+
+
+def test_verify_says_a_last_line_without_a_newline_is_not_read(tmp_path: Path) -> None:
+    """The readers take a last line without its newline for one a writer was cut off
+    in (``read_jsonl``'s ``truncated_tail``), however well it parses: verification says
+    so instead of counting it as a verified record."""
+    from ledger.sinks import read_jsonl
+
+    path = tmp_path / "l.jsonl"
+    with JSONLSink(path) as sink:
+        for event in _run_events("r1"):
+            sink.record(event)
+    path.write_bytes(path.read_bytes()[:-1])
+    assert read_jsonl(path).truncated_tail
+    code, out = _verify(f"jsonl:///{path}")
+    assert code == 1
+    rows = [f["message"] for f in out["findings"] if f["kind"] == "row"]  # type: ignore[attr-defined]
+    assert rows == ["line 4 has no newline: the readers take it as cut short (a writer cut "
+                    "off) and do not read its event"], rows  # fmt: skip

@@ -23,7 +23,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from ledger.errors import LedgerError, RetentionError
+from ledger.errors import LedgerError
 from ledger.model.shown import one_line
 from ledger.retention.rules import Hold
 from ledger.retention.store import ErasureRecord, PolicyState, Retention, TablesChanged
@@ -211,7 +211,7 @@ def retention_section(
             and (since is None or h.released is None or h.released >= since)
         ]
         erasures = r.erasures(since=since, until=until, touching=True)
-    except RetentionError as exc:  # a table row SQL made unreadable: shown as changed
+    except LedgerError as exc:  # a table row SQL made unreadable: shown as changed
         changed = changed or (exc.what if isinstance(exc, TablesChanged) else str(exc))
     in_force = [p for p in history if until is None or p.set_at < until]
     return RetentionSection(

@@ -372,8 +372,9 @@ class Retention:
         wall = utc_now()
         now = min(self._clock().astimezone(UTC), wall)
         t = self._events
+        prefix = sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX
         latest = conn.execute(
-            sa.select(sa.func.max(t.c.time_us)).where(*_admin_runs(t.c.run_id))
+            sa.select(sa.func.max(t.c.time_us)).where(*_admin_runs(t.c.run_id), prefix)
         ).scalar()
         if isinstance(latest, int) and latest > to_micros(now):
             after = min(from_micros(latest), wall)
@@ -423,7 +424,7 @@ class Retention:
         """(event id, tool, args) of the retention records of ``tools`` in the log, in
         log order: the proof the retention tables are an index of. ``records``, when
         given, is every record as this returned it earlier in the same transaction
-        (read once where both the policy and the holds are checked).
+        (read once where the policy, the holds and the erasures are checked).
 
         The rows of the retention runs are read twice over: by the ``run_id`` index (the
         range of the reserved prefix) and by the ``tool`` index (the records' tools),
@@ -582,11 +583,13 @@ class Retention:
 
     def tables_changed(self) -> str:
         """Why the retention tables are not what the log's retention records say (a
-        policy or hold changed by SQL: what :class:`TablesChanged` refuses erasures
-        for), or "" when they agree. What the compliance report checks before it shows
-        the tables."""
+        policy, hold or erasure row changed by SQL: what :class:`TablesChanged` refuses
+        erasures for), or "" when they agree. What the compliance report checks before
+        it shows the tables. The log and the tables are read in one snapshot, so a
+        change committed meanwhile (an erasure, a hold) is seen in both or in neither."""
         found = []
         with self._reading() as conn:
+            _snapshot(conn)
             try:
                 logged = self._logged(conn)
             except RetentionError as exc:  # a record row changed: no table can agree
@@ -648,7 +651,8 @@ class Retention:
                 raise _tampered(
                     f"erasure record {event_id} stands in the log but not in the erasures table"
                 )
-            if not isinstance(record, dict) or _erasure_row(record) != _erasure_row(row):
+            said = _erasure_row(record) if isinstance(record, dict) else None
+            if said is None or said != _erasure_row(row):
                 raise _tampered(
                     f"the erasures table's row {event_id} is not what the log's erasure record says"
                 )
@@ -1582,6 +1586,21 @@ class _Rollback(Exception):
 _MARK = b'"erased":{'
 
 
+def _snapshot(conn: sa.Connection) -> None:
+    """Make the reads that follow on ``conn`` one consistent snapshot: a deferred
+    ``BEGIN`` on SQLite (WAL readers keep the snapshot of their first read), ``REPEATABLE
+    READ`` on PostgreSQL; nothing when ``conn`` is already in a transaction (a caller's,
+    whose snapshot it is)."""
+    if conn.in_transaction() and conn.dialect.name != "sqlite":
+        return
+    if conn.dialect.name == "sqlite":
+        raw = conn.connection.dbapi_connection
+        if raw is not None and not getattr(raw, "in_transaction", True):
+            conn.exec_driver_sql("BEGIN")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+
 def _admin_runs(column: Any) -> tuple[Any, Any]:
     """The ``run_id`` index range of the retention runs (the prefix's own range; a
     collation that orders punctuation its own way is checked by the callers)."""
@@ -1630,7 +1649,7 @@ def _erasure_record(r: Any) -> ErasureRecord:
     try:
         selection = json.loads(r.selection)
         fields = json.loads(r.fields)
-        if not isinstance(selection, dict) or not isinstance(fields, list):
+        if not isinstance(fields, list) or not _selection_shape(selection):
             raise TypeError("selection or fields of the wrong type")
         return ErasureRecord(
             record_id=str(r.record_id),
@@ -1643,10 +1662,27 @@ def _erasure_record(r: Any) -> ErasureRecord:
             digest=str(r.digest),
             policy_version=int(r.policy_version),
         )
-    except (ValidationError, ValueError, TypeError) as exc:
+    except (ValidationError, ValueError, TypeError, OverflowError) as exc:
         raise _tampered(
             f"the erasures table's row {r.record_id!r} cannot be read ({exc})"
         ) from None
+
+
+def _selection_shape(selection: object) -> bool:
+    """True for a selection as :meth:`Selection.to_dict` writes it: a run, a time before
+    which (RFC 3339), or event ids."""
+    if not isinstance(selection, dict) or len(selection) != 1:
+        return False
+    ((key, value),) = selection.items()
+    if key == "run_id":
+        return isinstance(value, str)
+    if key == "before":
+        try:
+            parse_time(value)
+        except (ValidationError, TypeError, AttributeError):
+            return False
+        return True
+    return key == "event_ids" and isinstance(value, list) and all(isinstance(i, str) for i in value)
 
 
 def _erasure_row(found: Any) -> tuple[Any, ...] | None:

@@ -273,3 +273,25 @@ def test_a_retention_row_sql_made_unreadable_is_reported_not_an_internal_error(
         result = runner.invoke(cli, [*args, "--db", ledger_db.url])
         assert result.exit_code == 1, (args, result.output)
         assert "internal error" not in result.output, (args, result.output)
+
+
+def test_an_erasure_committed_during_the_check_is_no_tampering(ledger_db: Ledger) -> None:
+    """The log and the tables are read in one snapshot: an erasure that commits between
+    the read of the log and the read of the erasures table is seen in neither."""
+    r, _, hold_id = _prepared(ledger_db)
+    r.release_hold(hold_id, reason="case closed")
+    other = Retention(ledger_db.open())
+
+    class Racing(Retention):
+        raced = False
+
+        def _trusted_policy(self, conn, records=None):  # type: ignore[no-untyped-def]
+            if not self.raced:  # after the log was read, before the tables are
+                self.raced = True
+                other.erase(Selection.of_run("old-1"), reason="nightly expiry")
+            return super()._trusted_policy(conn, records)
+
+    racing = Racing(ledger_db.open())
+    assert racing.tables_changed() == "" and racing.raced
+    assert r.tables_changed() == ""  # and afterwards, both are seen
+    assert len(r.erasures()) == 1
