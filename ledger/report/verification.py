@@ -232,23 +232,20 @@ class _DecodedLines(_Passing):
         return guess() if callable(guess) else None
 
 
-def _unended(source: LeafSource) -> int:
-    """The number of the last line of ``source``'s file when the file does not end
-    with a newline, else 0."""
+def _unended(source: LeafSource) -> bool:
+    """True when ``source``'s file does not end with a newline (its last line is then
+    one the readers take as cut short)."""
     path = getattr(source, "path", None)
     if path is None:
-        return 0
+        return False
     try:
         with open(path, "rb") as f:
             if f.seek(0, 2) == 0:
-                return 0
+                return False
             f.seek(-1, 2)
-            if f.read(1) == b"\n":
-                return 0
-            f.seek(0)
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b"")) + 1
+            return f.read(1) != b"\n"
     except OSError:
-        return 0
+        return False
 
 
 def verify_lines(
@@ -267,16 +264,15 @@ def verify_lines(
     not a record. Options are :func:`verify_ledger`'s."""
     lines = _DecodedLines(source)
     result = verify_ledger(lines, verifiers, checkpoints, progress=progress, **options)
-    tail = _unended(source)
-    if tail:  # what read_jsonl drops as a cut line, though it may parse
+    if _unended(source):  # what read_jsonl drops as a cut line, though it may parse
         result = replace(
             result,
             findings=(
                 *result.findings,
                 Finding(
                     kind=FindingKind.ROW,
-                    message=f"line {tail} has no newline: the readers take it as cut short "
-                    "(a writer cut off) and do not read its event",
+                    message=f"line {lines.lines} has no newline: the readers take it as cut "
+                    "short (a writer cut off) and do not read its event",
                 ),
             ),
         )

@@ -372,9 +372,8 @@ class Retention:
         wall = utc_now()
         now = min(self._clock().astimezone(UTC), wall)
         t = self._events
-        prefix = sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX
         latest = conn.execute(
-            sa.select(sa.func.max(t.c.time_us)).where(*_admin_runs(t.c.run_id), prefix)
+            sa.select(sa.func.max(t.c.time_us)).where(*_admin_runs(t.c.run_id))
         ).scalar()
         if isinstance(latest, int) and latest > to_micros(now):
             after = min(from_micros(latest), wall)
@@ -503,8 +502,8 @@ class Retention:
                 t.c.event_json,
                 sa.func.substr(t.c.nodes, 1, 32),
             )
-            prefix = sa.func.substr(t.c.run_id, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX
-            by_run = sa.select(*columns).where(*_admin_runs(t.c.run_id), prefix)
+            prefix = _admin(t.c.run_id)
+            by_run = sa.select(*columns).where(*_admin_runs(t.c.run_id))
             # no "kind = 'action'" here: SQLite would pick the kind index and walk every
             # action of the ledger; the tool index finds the few rows
             by_tool = sa.select(t.c.seq, t.c.event_id, t.c.run_id).where(
@@ -939,15 +938,18 @@ class Retention:
             if hi is not None:
                 query = query.where(e.c.at_us < hi)
         with self._reading() as conn:
-            rows = conn.execute(query).all()
+            found = [_erasure_record(r) for r in conn.execute(query)]
             if touching:
-                rows = [
-                    r
-                    for r in rows
-                    if ((lo is None or r.at_us >= lo) and (hi is None or r.at_us < hi))
-                    or self._selects_in(conn, _erasure_record(r).selection, lo, hi)
+                found = [
+                    made
+                    for made in found
+                    if (
+                        (lo is None or to_micros(made.at) >= lo)
+                        and (hi is None or to_micros(made.at) < hi)
+                    )
+                    or self._selects_in(conn, made.selection, lo, hi)
                 ]
-        return [_erasure_record(r) for r in rows]
+        return found
 
     def _selects_in(
         self, conn: sa.Connection, selection: dict[str, Any], lo: int | None, hi: int | None
@@ -1591,26 +1593,30 @@ def _snapshot(conn: sa.Connection) -> None:
     ``BEGIN`` on SQLite (WAL readers keep the snapshot of their first read), ``REPEATABLE
     READ`` on PostgreSQL; nothing when ``conn`` is already in a transaction (a caller's,
     whose snapshot it is)."""
-    if conn.in_transaction() and conn.dialect.name != "sqlite":
-        return
-    if conn.dialect.name == "sqlite":
+    if conn.dialect.name == "sqlite":  # the driver begins no transaction of its own here
         raw = conn.connection.dbapi_connection
         if raw is not None and not getattr(raw, "in_transaction", True):
             conn.exec_driver_sql("BEGIN")
-    elif conn.dialect.name == "postgresql":
+    elif conn.dialect.name == "postgresql" and not conn.in_transaction():
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
 
-def _admin_runs(column: Any) -> tuple[Any, Any]:
-    """The ``run_id`` index range of the retention runs (the prefix's own range; a
-    collation that orders punctuation its own way is checked by the callers)."""
+def _admin_runs(column: Any) -> tuple[Any, Any, Any]:
+    """The retention runs by the ``run_id`` index: the prefix's own range, and the
+    prefix compared exactly (:func:`_admin`), so a collation that orders punctuation
+    its own way lets in no other run."""
     high = ADMIN_RUN_PREFIX[:-1] + chr(ord(ADMIN_RUN_PREFIX[-1]) + 1)
-    return column >= ADMIN_RUN_PREFIX, column < high
+    return column >= ADMIN_RUN_PREFIX, column < high, _admin(column)
+
+
+def _admin(column: Any) -> Any:
+    """A retention run (exactly: ``substr`` compares bytes, where ``LIKE`` would ignore
+    case on SQLite and treat ``_`` as a wildcard)."""
+    return sa.func.substr(column, 1, len(ADMIN_RUN_PREFIX)) == ADMIN_RUN_PREFIX
 
 
 def _not_admin(column: Any) -> Any:
-    """Not a retention run (exactly: ``substr`` compares bytes, where ``LIKE`` would
-    ignore case on SQLite and treat ``_`` as a wildcard)."""
+    """Not a retention run (the negation of :func:`_admin`)."""
     return sa.func.substr(column, 1, len(ADMIN_RUN_PREFIX)) != ADMIN_RUN_PREFIX
 
 
