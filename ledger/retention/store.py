@@ -1291,6 +1291,52 @@ class Retention:
         )
         return sql, params
 
+    def _check_tombstones(
+        self, conn: sa.Connection, record_id: str, logged: list[tuple[str, str, Any]]
+    ) -> None:
+        """Refuse when the tombstones erasure record ``record_id`` wrote (the rows of its
+        selection whose latest erasure it is) are not the bytes its ``tombstones``
+        digest vouches for, as ``ledger verify`` checks them: one changed by SQL. Read
+        before any of them is rewritten; skipped, as by verify, when a later erasure
+        already rewrote some of its rows."""
+        record = next(
+            (r for i, t, r in logged if i == record_id and t == ERASE_TOOL and isinstance(r, dict)),
+            None,
+        )
+        selection = None if record is None else record.get("selection")
+        if record is None or not _selection_shape(selection):
+            raise _tampered(f"tombstones name erasure record {record_id}, which the log lacks")
+        assert isinstance(selection, dict)
+        if "run_id" in selection:
+            chosen = Selection.of_run(str(selection["run_id"]))
+        elif "before" in selection:
+            chosen = Selection.older_than(parse_time(selection["before"]))
+        else:
+            chosen = Selection.of_events(list(selection["event_ids"]))
+        sql, params = self._scan(conn, chosen)
+        stones, rows, last = hashlib.sha256(), 0, 0
+        cursor = -(1 << 62)
+        while True:
+            page = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
+            for _seq, _event_id, index, _run, _time, _leaf, raw in page:
+                data = raw if type(raw) is bytes else str(raw).encode("utf-8")
+                stone = tombstone_of(data) if _MARK in data else None
+                if stone is None or record_id not in stone.records:
+                    continue
+                rows += 1
+                if stone.records[-1] == record_id and isinstance(index, int):
+                    last += 1
+                    stones.update(index.to_bytes(8, "big") + hashlib.sha256(data).digest())
+            if len(page) < PAGE:
+                break
+            cursor = int(page[-1][0])
+        if rows == last and stones.hexdigest() != record.get("tombstones"):
+            raise refuse(
+                f"the tombstones of erasure record {record_id} are not the bytes it wrote: "
+                "one was changed outside the ledger, and erasing it again would hide that. "
+                "Run `ledger verify`"
+            )
+
     def _tombstones(
         self,
         conn: sa.Connection,
@@ -1335,6 +1381,7 @@ class Retention:
         cutoff, check_holds = guard.cutoff, guard.active
         make, sha256, note, vouch = maker.make, hashlib.sha256, digest.update, stones.update
         wholes: set[str] | None = None  # the records of whole erasures, read at need
+        vouched: set[str] = set()  # records whose tombstones were checked
         while True:
             rows = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
             if not rows:
@@ -1409,6 +1456,11 @@ class Retention:
                 if done:
                     already += 1
                     continue
+                if stone is not None and stone.records[-1] not in vouched:
+                    # a tombstone rewritten again: first, its record must still vouch for
+                    # the tombstones it wrote (else erasing would hide an edit of them)
+                    self._check_tombstones(conn, stone.records[-1], logged)
+                    vouched.add(stone.records[-1])
                 erased += 1
                 key = index.to_bytes(8, "big")
                 note(key + stored)

@@ -195,3 +195,35 @@ def test_piped_report_lines_and_machine_times_keep_their_form(ledger_db: Ledger)
                                             "--json"]).stdout)  # fmt: skip
     times = [h[k] for h in listed for k in ("created", "released")]
     assert all(len(t) == 27 and t.endswith("Z") for t in times), times  # microseconds
+
+
+def test_an_edited_tombstone_is_not_washed_out_by_a_later_erasure(ledger_db: Ledger) -> None:
+    """A tombstone changed by SQL after a field erasure: erasing its run again (whole or
+    other fields) would rewrite it and hide the edit from ``ledger verify``, so it is
+    refused, nothing changed; the ledger's own repeated erasures still go through."""
+    from ledger.errors import RetentionError
+    from ledger.integrity.verify import verify_ledger
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("old-2", OLD, secret="bob"))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="v1")
+    for run in ("old-1", "old-2"):
+        r.erase(Selection.of_run(run), reason="part", fields=["args", "result"])
+    r.erase(Selection.of_run("old-2"), reason="whole")  # the ledger's own: fine
+    ledger_db.sql(
+        "UPDATE {p}events SET event_json = replace(event_json, :denied, :allowed), "
+        "verdict = 'allowed' WHERE run_id = 'old-1' AND verdict = 'denied'",
+        denied='"verdict":"denied"',
+        allowed='"verdict":"allowed"',
+    )
+    assert not verify_ledger(sink, None).ok
+    before = _rows(ledger_db)
+    for fields in (None, ["reason"]):
+        for dry_run in (True, False):
+            with pytest.raises(RetentionError, match="not the bytes it wrote"):
+                r.erase(Selection.of_run("old-1"), reason="again", fields=fields,
+                        dry_run=dry_run)  # fmt: skip
+    assert _rows(ledger_db) == before
+    assert not verify_ledger(sink, None).ok
