@@ -526,6 +526,7 @@ class Retention:
         state = self._policy(conn)
         previous: Policy | None = None
         last: tuple[str, Any] | None = None
+        history: list[tuple[str, Any, Policy]] = []
         for event_id, _tool, record in self._logged(conn, [POLICY_TOOL], records):
             if not isinstance(record, dict):
                 raise _tampered(f"policy record {event_id} is not a policy change")
@@ -546,6 +547,7 @@ class Retention:
                         "a key of the policy before it"
                     )
             previous, last = policy, (event_id, record)
+            history.append((event_id, record, policy))
         if last is None and state is None:
             return None
         if last is not None and state is None:
@@ -563,20 +565,25 @@ class Retention:
                 f"{'none' if last is None else f'record {last[0]}'})"
             )
         event_id, record = last
-        signature = record.get("signature")
-        signed = "" if not signature else f"{signature.get('name')}+{signature.get('key_id')}"
-        if (
-            state.record_id != event_id
-            or state.version != record.get("version")
-            or state.policy != previous
-            or state.signed_by != signed
-        ):
+        assert previous is not None
+        said, table = _policy_said(event_id, record, previous), _policy_said_by(state)
+        if said[:3] + said[6:] != table[:3] + table[6:]:  # id, version, policy, signed by
             raise _tampered(
                 f"the retention policy table (version {state.version}: keep "
                 f"{format_duration(state.policy.keep)}, floor "
                 f"{format_duration(state.policy.floor)}) is not the policy the log records "
                 f"last (record {event_id}: version {record.get('version')}, keep "
                 f"{record.get('keep')}, floor {record.get('floor')})"
+            )
+        p = self._t.policy
+        versions = [self._policy_state(r) for r in conn.execute(sa.select(p).order_by(p.c.version))]
+        if len(versions) != len(history) or any(
+            _policy_said(*logged) != _policy_said_by(v)
+            for logged, v in zip(history, versions, strict=False)
+        ):
+            raise _tampered(
+                "the retention policy table's history (when, by whom, why, keep and floor of "
+                "each version) is not the policy records' in the log"
             )
         return state
 
@@ -612,17 +619,26 @@ class Retention:
     ) -> list[Hold]:
         """The standing holds, checked against the hold records in the log: a hold the
         log placed and did not release must stand in the table, with the scope the log
-        gave it (a hold released, deleted or narrowed by SQL is refused)."""
-        holds = self._holds(conn, released=False)
+        gave it, and every hold of the table must be one the log placed (a hold
+        released, deleted, narrowed or added by SQL is refused)."""
+        every = self._holds(conn, released=True)
+        holds = [h for h in every if h.active]
         logged: dict[str, Any] = {}
+        placed: set[str] = set()
         holding = [HOLD_ADD_TOOL, HOLD_RELEASE_TOOL]
         for event_id, tool, record in self._logged(conn, holding, records):
             if not isinstance(record, dict) or not isinstance(record.get("hold"), str):
                 raise _tampered(f"hold record {event_id} is malformed")
             if tool == HOLD_ADD_TOOL:
                 logged[record["hold"]] = record
+                placed.add(record["hold"])
             else:
                 logged.pop(record["hold"], None)
+        forged = sorted(h.hold_id for h in every if h.hold_id not in placed)
+        if forged:
+            raise _tampered(
+                f"the holds table holds {forged[0]}, which no hold record in the log placed"
+            )
         table = {h.hold_id: h for h in holds}
         for hold_id, record in logged.items():
             hold = table.get(hold_id)
@@ -633,6 +649,16 @@ class Retention:
                     "but not, or not as placed, in the holds table"
                 )
         return holds
+
+    def _trusted(self, conn: sa.Connection) -> tuple[list[Any], PolicyState | None, list[Hold]]:
+        """The log's retention records, the policy in force and the standing holds, with
+        every retention table checked against the log: what each retention change
+        (policy, hold, erasure) reads first, so none is made on tables SQL changed."""
+        logged = self._logged(conn)
+        state = self._trusted_policy(conn, logged)
+        holds = self._trusted_holds(conn, logged)
+        self._trusted_erasures(conn, logged)
+        return logged, state, holds
 
     def _trusted_erasures(
         self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
@@ -710,7 +736,7 @@ class Retention:
             Verifier.from_key(text)  # a malformed key is refused before anything
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now(conn))
-            current = self._trusted_policy(conn)
+            _, current, _ = self._trusted(conn)
             if floor is None:
                 floor_span = current.policy.floor if current else timedelta(0)
             else:
@@ -836,6 +862,7 @@ class Retention:
         run = RetentionRun()
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now(conn))
+            self._trusted(conn)
             hold = Hold(
                 hold_id=str(run.record_id),
                 reason=why,
@@ -885,6 +912,7 @@ class Retention:
         run = RetentionRun()
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now(conn))
+            self._trusted(conn)
             row = conn.execute(sa.select(t).where(t.c.hold_id == hold_id)).first()
             if row is None:
                 raise refuse(f"no legal hold {hold_id!r} (see `ledger hold list`)")
@@ -1023,16 +1051,13 @@ class Retention:
         record_id = str(run.record_id)
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now(conn))
-            logged = self._logged(conn)
-            state = self._trusted_policy(conn, logged)
+            logged, state, holds = self._trusted(conn)
             if state is None:
                 raise refuse(
                     "no retention policy is set, so nothing may be erased: set one first "
                     "with `ledger retention set --keep 400d --floor 180d`"
                 )
             where = self._where(conn, selection, listing=each is not None)
-            holds = self._trusted_holds(conn, logged)
-            self._trusted_erasures(conn, logged)
             if each is not None:  # refuse before anything is listed
                 self._check_allowed(conn, where, state, txn.now, holds)
             guard = _Guard(to_micros(state.policy.cutoff(txn.now)), holds)
@@ -1699,6 +1724,25 @@ def _hold(row: Any) -> Hold:
     except (ValidationError, ValueError, TypeError, OverflowError) as exc:
         what = f"the legal holds table's row {row.hold_id!r} cannot be read ({exc})"
         raise _tampered(what) from None
+
+
+def _policy_said(event_id: str, record: dict[str, Any], policy: Policy) -> tuple[Any, ...]:
+    """What a policy record in the log says of its version (``policy``: its keep, floor
+    and keys), in :func:`_policy_said_by`'s form."""
+    signature = record.get("signature")
+    signed = "" if not signature else f"{signature.get('name')}+{signature.get('key_id')}"
+    try:
+        at: int | None = to_micros(parse_time(str(record.get("at"))))
+    except ValidationError:
+        at = None
+    return (event_id, record.get("version"), policy, record.get("by"), record.get("reason"),
+            at, signed)  # fmt: skip
+
+
+def _policy_said_by(state: PolicyState) -> tuple[Any, ...]:
+    """What the policy table says of a version, as :func:`_policy_said` reads a record."""
+    return (state.record_id, state.version, state.policy, state.set_by, state.reason,
+            to_micros(state.set_at), state.signed_by)  # fmt: skip
 
 
 def _erasure_record(r: Any) -> ErasureRecord:

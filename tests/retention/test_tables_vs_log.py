@@ -295,3 +295,42 @@ def test_an_erasure_committed_during_the_check_is_no_tampering(ledger_db: Ledger
     assert racing.tables_changed() == "" and racing.raced
     assert r.tables_changed() == ""  # and afterwards, both are seen
     assert len(r.erasures()) == 1
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "UPDATE {p}retention_policy SET set_by = 'mallory' WHERE version = 1",
+        "UPDATE {p}retention_policy SET keep_s = 0, floor_s = 0 WHERE version = 1",
+        "UPDATE {p}retention_policy SET reason = 'routine' WHERE version = 1",
+        "INSERT INTO {p}legal_holds (hold_id, run_id, reason, created_us, created_by, "
+        "record_id) VALUES ('01M91CPB0P9FY3REE7SGJFBMN9', 'young', 'fake', 1, 'm', "
+        "'01M91CPB0P9FY3REE7SGJFBMN9')",
+        "DELETE FROM {p}legal_holds",
+        "DELETE FROM {p}erasures",
+    ],
+)
+def test_every_retention_change_refuses_tables_sql_changed(ledger_db: Ledger, forgery: str) -> None:
+    """A policy's history, a hold the log never placed, a deleted hold or erasure row:
+    reported, and no retention change (policy, hold, release, erasure) is made on them."""
+    r, _, hold_id = _prepared(ledger_db)
+    r.release_hold(hold_id, reason="case closed")
+    r.erase(Selection.of_run("old-1"), reason="gdpr")
+    hold = r.add_hold(run_id="old-1", reason="second case")
+    assert r.tables_changed() == ""
+    ledger_db.sql(forgery)
+    before = _rows(ledger_db)
+    assert r.tables_changed()
+    changes = [
+        lambda: r.set_policy(keep="400d", floor="60d", reason="raise"),
+        lambda: r.add_hold(run_id="young", reason="x"),
+        lambda: r.release_hold(hold.hold_id, reason="x"),
+        lambda: r.release_hold("01M91CPB0P9FY3REE7SGJFBMN9", reason="x"),
+        lambda: r.erase(Selection.of_run("young"), reason="x"),
+    ]
+    for change in changes:
+        with pytest.raises(RetentionError):
+            change()
+    assert _rows(ledger_db) == before
+    result = CliRunner().invoke(cli, ["verify", "--db", ledger_db.url, "--json"])
+    assert result.exit_code == 1 and "retention-tables" in result.stdout
