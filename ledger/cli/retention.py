@@ -134,6 +134,17 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         raise click.BadParameter(str(exc).removeprefix(f"--{param.name}: ")) from None
 
 
+def _once(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str | None:
+    """An option that may be given once: a second value is a usage error, not one of the
+    two silently dropped (``--run r0 --run r1`` would act on r1 alone)."""
+    if len(value) > 1:
+        raise click.BadParameter(
+            f"given {len(value)} times ({', '.join(map(repr, value))}); give it once "
+            "(one command per run)"
+        )
+    return value[0] if value else None
+
+
 _reason = click.option("--reason", required=True, help="Why (required, recorded in the log).")
 _why = click.option(
     "--reason", default=None, metavar="TEXT",
@@ -304,7 +315,8 @@ def hold() -> None:
 
 @hold.command("add", short_help="Hold a run, or a time range.")
 @db_option
-@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Hold this run.")
+@click.option("--run", "run_id", multiple=True, callback=_once, metavar="RUN_ID",
+              help="Hold this run.")  # fmt: skip
 @click.option("--since", callback=_date, metavar="DATE", help="Hold events from this time.")
 @click.option("--until", callback=_date, metavar="DATE", help="Hold events before this time.")
 @_reason
@@ -381,7 +393,8 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
 
 @click.command(short_help="Erase events (tombstones keep the log verifiable).")
 @db_option
-@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Erase this run.")
+@click.option("--run", "run_id", multiple=True, callback=_once, metavar="RUN_ID",
+              help="Erase this run.")  # fmt: skip
 @click.option("--before", callback=_date, metavar="DATE", help="Erase events before DATE.")
 @click.option("--expired", is_flag=True, help="Erase events older than the policy's keep.")
 @click.option(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["one_line"]
+__all__ = ["one_line", "shows_as_is"]
 
 # what can start a line, move the cursor, drive the terminal or reorder what is shown:
 # controls (C0, DEL, C1), line and paragraph separators, lone surrogates, and the
@@ -35,6 +35,17 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(_shown(c) for c in text)
+
+
+def shows_as_is(text: str) -> bool:
+    """True when :func:`one_line` shows ``text`` unchanged: no control character, line
+    or paragraph separator, lone surrogate or bidirectional override in it (what a name
+    recorded in the log must not hold).
+
+    >>> shows_as_is("dpo@example.com"), shows_as_is("a\u2028b"), shows_as_is("a\x85b")
+    (True, False, False)
+    """
+    return one_line(text) == text
 
 
 def _shown(c: str) -> str:

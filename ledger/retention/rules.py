@@ -23,6 +23,7 @@ datetime.datetime(2026, 6, 4, 0, 0, tzinfo=datetime.timezone.utc)
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -80,8 +81,9 @@ def parse_date(text: str, *, what: str = "date") -> datetime:
 
 
 def require_reason(reason: object, what: str = "reason") -> str:
-    """The reason stripped; ``ValidationError`` when it is missing or blank."""
-    if not isinstance(reason, str) or not reason.strip():
+    """The reason stripped; ``ValidationError`` when it is missing or blank (nothing
+    but spaces, controls, separators and invisible format characters: nothing said)."""
+    if not isinstance(reason, str) or not any(map(_visible, reason)):
         raise ValidationError(
             f"{what}: a reason is required (say why, e.g. 'GDPR Art. 17 request #42'); "
             "nothing was changed"
@@ -89,6 +91,13 @@ def require_reason(reason: object, what: str = "reason") -> str:
     if "\x00" in reason:
         raise ValidationError(f"{what}: a reason cannot hold a NUL character")
     return require_text(reason, what).strip()
+
+
+_UNSEEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp", "Zs"))
+
+
+def _visible(c: str) -> bool:
+    return not c.isspace() and unicodedata.category(c) not in _UNSEEN
 
 
 NO_REASON = "(no reason given)"

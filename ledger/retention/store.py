@@ -49,6 +49,7 @@ from ledger.integrity.note import NoteSigner, Verifier
 from ledger.integrity.policy_change import signed_by
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
 from ledger.model.event import Event
+from ledger.model.shown import shows_as_is
 from ledger.retention.records import (
     ADMIN_RUN_PREFIX,
     HOLD_ADD_TOOL,
@@ -122,9 +123,12 @@ def _actor(by: object) -> str:
 
 
 def _name(text: str, what: str) -> str:
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ValidationError(f"{what}: {text!r} holds a control character; nothing was changed")
-    return require_text(text, what).strip()
+    require_text(text, what)  # not UTF-8 (a lone surrogate) is said as such
+    if not shows_as_is(text):  # a line break of any kind, a control, a bidi override
+        raise ValidationError(
+            f"{what}: {text!r} holds a control character or a line break; nothing was changed"
+        )
+    return text.strip()
 
 
 def operator() -> str:

@@ -227,3 +227,49 @@ def test_an_edited_tombstone_is_not_washed_out_by_a_later_erasure(ledger_db: Led
                         dry_run=dry_run)  # fmt: skip
     assert _rows(ledger_db) == before
     assert not verify_ledger(sink, None).ok
+
+
+@pytest.mark.parametrize("name", ["a\u2028b", "a\u2029b", "a\u0085b", "a\u202eb", "a\nb", "a\x1bb"])
+def test_a_name_with_any_line_break_or_control_is_refused(
+    ledger_db: Ledger, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="v1", by="dpo")
+    before = _rows(ledger_db)
+    with pytest.raises(ValidationError, match="--by"):
+        r.erase(Selection.of_run("old-1"), reason="gdpr", by=name)
+    monkeypatch.setenv("LEDGER_OPERATOR", name)
+    with pytest.raises(ValidationError, match="LEDGER_OPERATOR"):
+        r.add_hold(run_id="old-1", reason="case")
+    assert _rows(ledger_db) == before
+
+
+@pytest.mark.parametrize("reason", ["\x01", "\u200b", " \u3000\t", "\u2028"])
+def test_a_reason_that_says_nothing_is_blank(ledger_db: Ledger, reason: str) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="v1")
+    before = _rows(ledger_db)
+    with pytest.raises(ValidationError, match="reason is required"):
+        r.erase(Selection.of_run("old-1"), reason=reason)
+    with pytest.raises(ValidationError, match="reason is required"):
+        r.add_hold(run_id="old-1", reason=reason)
+    assert _rows(ledger_db) == before
+
+
+def test_an_option_given_twice_is_a_usage_error(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("old-2", OLD, secret="bob"))
+    Retention(sink).set_policy(keep="400d", floor="0", reason="v1")
+    before = _rows(ledger_db)
+    for args in (
+        ["erase", "--run", "old-1", "--run", "old-2", "--reason", "x"],
+        ["hold", "add", "--run", "old-1", "--run", "old-2", "--reason", "x"],
+    ):
+        result = CliRunner().invoke(cli, [*args, "--db", ledger_db.url])
+        assert result.exit_code == 2 and "given 2 times" in result.stderr, result.output
+    assert _rows(ledger_db) == before
