@@ -28,7 +28,18 @@ from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_
 from ledger.errors import ValidationError
 from ledger.ids import ulid_text
 from ledger.model.erasure import Erasure
-from ledger.model.values import INT64_MAX, JSON_WS, Actor, Approval, Kind, Ref, RefSource, Verdict
+from ledger.model.values import (
+    INT64_MAX,
+    JSON_WS,
+    MAX_NESTING,
+    Actor,
+    Approval,
+    Kind,
+    Ref,
+    RefSource,
+    Verdict,
+    check_nesting,
+)
 from ledger.timefmt import format_time
 
 
@@ -504,7 +515,9 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
         erased = None if gone is None else Erasure.from_dict(gone)
     except (KeyError, TypeError, ValueError):  # ValidationError is a ValueError
         return None
-    if refs is None:
+    if refs is None or (
+        (args is not _ABSENT or result is not _ABSENT) and _too_deep(text, args, result)
+    ):
         return None
     eid = _new(ULID)
     eid.bytes = number.to_bytes(16, "big")  # all ULID.from_bytes sets, already checked
@@ -541,6 +554,32 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
 
 
 _ABSENT = object()
+
+
+def _too_deep(text: object, *values: object) -> bool:
+    """True when one of ``values`` (``args``, ``result``; :data:`_ABSENT` when not
+    there) nests deeper than :data:`~ledger.model.values.MAX_NESTING`, which the
+    constructor refuses: the exact path then names it, as it does for the same event
+    written with a space. The bracket count of the whole ``text`` rules out almost
+    every event at C speed."""
+    if isinstance(text, str):
+        brackets = text.count("[") + text.count("{")
+    elif isinstance(text, bytes | bytearray | memoryview):
+        data = bytes(text)
+        brackets = data.count(b"[") + data.count(b"{")
+    else:
+        brackets = MAX_NESTING + 1
+    if brackets <= MAX_NESTING:
+        return False
+    for value in values:
+        if value is not _ABSENT:
+            try:
+                check_nesting(_dumps(value).decode(), value, "")
+            except ValidationError:
+                return True
+    return False
+
+
 _ACTORS: dict[tuple[tuple[str, object], ...], Actor] = {}
 _ACTOR_KEYS = frozenset(("principal", "agent_id", "agent_version"))
 

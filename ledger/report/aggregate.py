@@ -33,8 +33,11 @@ events, the calls of the window or the tree.
 from __future__ import annotations
 
 import logging
+from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from hashlib import sha256
 from typing import Any
@@ -181,7 +184,10 @@ def stream_rows(reader: SQLReader, sql: str, params: tuple[Any, ...]) -> Iterato
     with reader._reading() as conn:
         dbapi: Any = conn.connection.dbapi_connection
         if conn.dialect.name == "postgresql":  # a named (server-side) cursor: one page held
-            with dbapi.cursor(name="ledger_report_pass") as cursor:
+            # a cursor lives in a transaction: on a caller's connection in autocommit
+            # mode (PostgresSink(connection)) the pass opens one of its own, read only
+            held = dbapi.transaction() if dbapi.autocommit else nullcontext()
+            with held, dbapi.cursor(name="ledger_report_pass") as cursor:
                 cursor.itersize = PAGE
                 cursor.execute(sql, params)
                 while rows := cursor.fetchmany(PAGE):
@@ -340,16 +346,26 @@ class Restream(Exception):
 
 
 class _Ends:
-    """The ``seq`` of each run's last row in the window, as bits over the window's
-    ``seq`` range (one bit per row: memory an eighth of a byte per row, whatever the
-    number of runs), and how many runs the window holds (calls outside any run apart)."""
+    """The ``seq`` of each run's last row in the window, and how many runs the window
+    holds (calls outside any run apart).
 
-    __slots__ = ("_bits", "_low", "outside", "runs")
+    Kept as bits over the window's ``seq`` range (one bit per row: memory an eighth of a
+    byte per row, whatever the number of runs) while the range is dense. ``seq`` values
+    need not be: a sequence restarted higher (``setval``, a restore) or a ``seq`` changed
+    by SQL leaves a gap, and bits over ``10^12`` numbers are 125 GB. When the range is
+    more than :data:`_DENSE` times the window's rows, the last ``seq`` of each run is
+    kept instead, sorted (8 bytes a run), and looked up by bisection."""
 
-    def __init__(self, reader: SQLReader, seqs: tuple[int, int], where: list[Any]) -> None:
+    __slots__ = ("_bits", "_low", "_sorted", "outside", "runs")
+
+    def __init__(
+        self, reader: SQLReader, seqs: tuple[int, int], where: list[Any], rows: int
+    ) -> None:
         low, high = seqs
         self._low = low
-        self._bits = bytearray((high - low) // 8 + 1)
+        dense = high - low < _DENSE * max(rows, 1)
+        self._bits = bytearray((high - low) // 8 + 1) if dense else bytearray()
+        ends = array("q")
         self.runs = 0
         self.outside = 0
         t = reader._table
@@ -361,21 +377,33 @@ class _Ends:
         )
         bits = self._bits
         with reader._reading() as conn:
-            result = conn.execution_options(yield_per=PAGE).execute(query)
-            try:
-                for seq, out in result:
+            # streamed as runs() streams (libpq's single-row mode on PostgreSQL: no
+            # server-side cursor, which a caller's connection in autocommit mode cannot
+            # hold), and never by Connection.execution_options, which changes the
+            # connection in place: a PostgresSink(connection) reads through the caller's,
+            # whose every later statement would then open a server-side cursor
+            for seq, out in reader._streamed(conn, query):
+                if dense:
                     offset = int(seq) - low
                     bits[offset >> 3] |= 1 << (offset & 7)
-                    if out:
-                        self.outside += 1
-                    else:
-                        self.runs += 1
-            finally:
-                result.close()
+                else:
+                    ends.append(int(seq))
+                if out:
+                    self.outside += 1
+                else:
+                    self.runs += 1
+        self._sorted = None if dense else array("q", sorted(ends))
 
     def last(self, seq: int) -> bool:
+        found = self._sorted
+        if found is not None:
+            at = bisect_left(found, seq)
+            return at < len(found) and found[at] == seq
         offset = seq - self._low
         return bool(self._bits[offset >> 3] >> (offset & 7) & 1)
+
+
+_DENSE = 64  # seq numbers per window row up to which _Ends keeps bits (8 bytes a row)
 
 
 def _one_pass(
@@ -556,8 +584,8 @@ def report_in_database(
     window = _window_micros(since, until)
     per_tool = _per_tool(reader, where)
     with reader._reading() as conn:
-        low, high = conn.execute(
-            sa.select(sa.func.min(t.c.seq), sa.func.max(t.c.seq)).where(*where)
+        low, high, count = conn.execute(
+            sa.select(sa.func.min(t.c.seq), sa.func.max(t.c.seq), sa.func.count()).where(*where)
         ).one()
     tree = _keeps_tree(reader)
     head = reader.current_head() if tree else None  # type: ignore[attr-defined]
@@ -567,7 +595,7 @@ def report_in_database(
     run_total = 0
     if low is not None:
         seqs = (int(low), int(high))
-        ends = _Ends(reader, seqs, where)
+        ends = _Ends(reader, seqs, where, int(count))
         run_total = ends.runs
         work = _Pass(per_tool, tally, ends, since, until)
         if tree:

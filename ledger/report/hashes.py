@@ -171,7 +171,7 @@ def verify_row(
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
-_SORTED = orjson.OPT_SORT_KEYS
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER  # see _matching
 
 
 def _matching(obj: Any, stored: str | None) -> str | None:
@@ -183,7 +183,13 @@ def _matching(obj: Any, stored: str | None) -> str | None:
     (SHA-256), so the JSON read back parses to the event as written, whose RFC 8785 hash
     is ``stored``: the exact check would say the same, without walking every value in
     Python. Any other case (a changed row, a float or a key order where ``orjson`` and
-    RFC 8785 differ) goes to the exact encoder."""
+    RFC 8785 differ) goes to the exact encoder.
+
+    An integer beyond +/-(2^53 - 1) has no RFC 8785 form (the exact encoder refuses it),
+    yet ``orjson`` writes it as the digits RFC 8785 writes for a float of that value
+    (``1152921504606847000``): an edit of ``1152921504606846976.0`` into that integer
+    would hash "alike". ``OPT_STRICT_INTEGER`` makes ``orjson`` refuse such an integer,
+    so the exact encoder decides that row too."""
     if stored is None or not stored.startswith("sha256:"):
         return None
     try:

@@ -563,6 +563,11 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             return
         conn.execute(_SESSION_LOCK, {"k": self._key})  # the caller's transaction lives on
         try:
+            if conn.connection.dbapi_connection.autocommit:  # type: ignore[union-attr]
+                # no transaction to keep alive (and none a savepoint could live in):
+                # each statement is its own, the page's snapshot taken under the lock
+                yield
+                return
             # A failing page query rolls back to this savepoint only, so the unlock
             # below still runs: a session lock left behind would outlive the
             # transaction and block every writer for as long as the connection lives.

@@ -437,6 +437,11 @@ class SQLReader(Closing):
         denied_call = sa.case((t.c.verdict == "denied", call))
         ended = sa.case((t.c.kind.in_(("run_end", "abort")), 1), else_=0)
         first_us = sa.func.min(t.c.time_us).label("first_us")
+        # runs that start at the same microsecond in code point order, as every reader
+        # orders them (MemoryReader, JSONLReader: Python's str order), whatever the
+        # database's collation: an en_US one puts "a" before "B", and runs(limit=) would
+        # keep other runs than the other readers
+        run_id = sa.collate(t.c.run_id, "BINARY" if self._dialect == "sqlite" else "C")
         query = (
             sa.select(
                 t.c.run_id,
@@ -450,7 +455,7 @@ class SQLReader(Closing):
             )
             .where(*where)
             .group_by(t.c.run_id)
-            .order_by(*((first_us.desc(), t.c.run_id.desc()) if newest else (first_us, t.c.run_id)))
+            .order_by(*((first_us.desc(), run_id.desc()) if newest else (first_us, run_id)))
         )
         return query if limit is None else query.limit(limit)
 
