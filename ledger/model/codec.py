@@ -515,8 +515,21 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
         erased = None if gone is None else Erasure.from_dict(gone)
     except (KeyError, TypeError, ValueError):  # ValidationError is a ValueError
         return None
-    if refs is None or (
-        (args is not _ABSENT or result is not _ABSENT) and _too_deep(text, args, result)
+    if refs is None:
+        return None
+    # args and result as stored (compact: orjson writes them back byte-exact), refused
+    # here when nested deeper than the constructor allows: the exact path names them.
+    # Their bracket count rules out almost every value at C speed.
+    raw_args = None if args is _ABSENT else _dumps(args)
+    raw_result = None if result is _ABSENT else _dumps(result)
+    if (
+        raw_args is not None
+        and raw_args.count(b"[") + raw_args.count(b"{") > MAX_NESTING
+        and _too_deep(raw_args, args)
+    ) or (
+        raw_result is not None
+        and raw_result.count(b"[") + raw_result.count(b"{") > MAX_NESTING
+        and _too_deep(raw_result, result)
     ):
         return None
     eid = _new(ULID)
@@ -532,10 +545,10 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
     ev.tool = tool
     ev.label = label
     ev.preview = preview
-    ev.args = None if args is _ABSENT else _dumps(args).decode()
+    ev.args = None if raw_args is None else raw_args.decode()
     ev.verdict = verdict
     ev.reason = reason
-    ev.result = None if result is _ABSENT else _dumps(result).decode()
+    ev.result = None if raw_result is None else raw_result.decode()
     ev.err = err
     ev.duration_ms = duration
     ev.actor = actor
@@ -556,27 +569,13 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
 _ABSENT = object()
 
 
-def _too_deep(text: object, *values: object) -> bool:
-    """True when one of ``values`` (``args``, ``result``; :data:`_ABSENT` when not
-    there) nests deeper than :data:`~ledger.model.values.MAX_NESTING`, which the
-    constructor refuses: the exact path then names it, as it does for the same event
-    written with a space. The bracket count of the whole ``text`` rules out almost
-    every event at C speed."""
-    if isinstance(text, str):
-        brackets = text.count("[") + text.count("{")
-    elif isinstance(text, bytes | bytearray | memoryview):
-        data = bytes(text)
-        brackets = data.count(b"[") + data.count(b"{")
-    else:
-        brackets = MAX_NESTING + 1
-    if brackets <= MAX_NESTING:
-        return False
-    for value in values:
-        if value is not _ABSENT:
-            try:
-                check_nesting(_dumps(value).decode(), value, "")
-            except ValidationError:
-                return True
+def _too_deep(raw: bytes, value: object) -> bool:
+    """True when ``value`` (``args`` or ``result``, compact JSON ``raw``) nests deeper
+    than :data:`~ledger.model.values.MAX_NESTING`, which the constructor refuses."""
+    try:
+        check_nesting(raw.decode(), value, "")
+    except ValidationError:
+        return True
     return False
 
 
