@@ -124,7 +124,9 @@ def json_option(f: F) -> F:
 
 def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | None:
     """A time given on the command line: RFC 3339 (``2026-01-02T03:04:05Z``), a date
-    (``2026-01-02``, midnight UTC) or an age (``30m``, ``24h``, ``7d``, ``2w`` ago)."""
+    (``2026-01-02``, midnight UTC) or an age (``30m``, ``24h``, ``7d``, ``2w`` ago). A
+    time finer than a microsecond is rounded up to the next one, as
+    :func:`ledger.retention.parse_date` rounds it."""
     if text is None:
         return None
     text = text.strip()
@@ -147,18 +149,33 @@ def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | N
         except ValueError:
             pass
     try:
-        return parse_time(text, field="time")
+        moment = parse_time(text, field="time")
     except ValidationError:
         raise click.BadParameter(
             f"{text!r}: give an RFC 3339 time (2026-01-02T03:04:05Z), a date (2026-01-02) "
             "or an age (30m, 24h, 7d, 2w)"
         ) from None
+    # events are stored to the microsecond: a finer time is a bound between two stored
+    # times, rounded up (as a hold's and an erasure's are), so that an event is at or
+    # after it (--since) or before it (--until) exactly when it is so of the time given
+    finer = re.search(r"[.,]\d{6}(\d+)", text)
+    if finer is not None and int(finer.group(1)):
+        try:
+            moment += timedelta(microseconds=1)
+        except OverflowError:
+            raise click.BadParameter(f"{text!r} is out of range") from None
+    return moment
+
+
+def command_now(ctx: click.Context) -> datetime:
+    """The one "now" of a command, against which every age it is given is read (so
+    ``--since 1d --until 1d`` is the empty window it says)."""
+    now: datetime = ctx.find_root().meta.setdefault("ledger.now", datetime.now(UTC))
+    return now
 
 
 def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
-    # one "now" per command, so `--since 1d --until 1d` is the empty window it says
-    now = ctx.find_root().meta.setdefault("ledger.now", datetime.now(UTC))
-    return parse_when(value, now=now)
+    return parse_when(value, now=command_now(ctx))
 
 
 def check_window(since: datetime | None, until: datetime | None) -> None:

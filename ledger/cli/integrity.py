@@ -503,7 +503,8 @@ def _with_retention_tables(sink: Any, result: VerifyResult) -> VerifyResult:
     found = Finding(
         kind=FindingKind.RETENTION_TABLES,
         message=f"the retention tables disagree with the retention records in the log "
-        f"({changed}): the policy, holds or erasures they show were changed outside the ledger",
+        f"({changed}): the policy, holds, erasures or destroyed data keys they show were "
+        "changed outside the ledger",
     )
     return replace(result, findings=(*result.findings, found))
 

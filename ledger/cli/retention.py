@@ -31,6 +31,7 @@ import click
 
 from ledger.cli.common import (
     check_window,
+    command_now,
     db_option,
     emit_json,
     human_time,
@@ -130,7 +131,9 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
                     f"{value!r}: 'm' is ambiguous for a legal hold (minutes or months?); "
                     "give hours or days (e.g. 4h, 180d) or a date (2026-01-31)"
                 ) from None
-            return parse_when(value)  # an age, or its usage error naming every form
+            # an age (read against the command's one "now"), or its usage error naming
+            # every form
+            return parse_when(value, now=command_now(ctx))
         raise click.BadParameter(str(exc).removeprefix(f"--{param.name}: ")) from None
 
 
@@ -255,7 +258,7 @@ def retention_show(db: str, as_json: bool) -> None:
     with _retention(db, write=False) as r:
         history = r.policies()
         holds = r.holds()
-        changed = r.tables_changed()
+        changed = r.tables_changed(scan=False)  # verify and the report scan the rows
     if as_json:
         emit_json(
             {
@@ -370,7 +373,7 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
     """List legal holds."""
     with _retention(db, write=False) as r:
         holds = r.holds(released=show_all)
-        changed = r.tables_changed()
+        changed = r.tables_changed(scan=False)  # verify and the report scan the rows
     if as_json:
         emit_json([h.to_dict() for h in holds])
         _fail_if_changed(changed)

@@ -76,7 +76,7 @@ from ledger.sinks.rows import (
     stated_micros,
     to_micros,
 )
-from ledger.sinks.shred import SEALED_FIELDS
+from ledger.sinks.shred import SEALED_FIELDS, ShredTables, is_envelope
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
 from ledger.timefmt import (
     format_duration,
@@ -354,6 +354,7 @@ class Retention:
         self._events: sa.Table = sink._table
         self._trees: TreeTables = sink._trees
         self._t = retention_tables(self._schema)
+        self._keys = ShredTables(self._schema).keys
         self._clock = clock
         self._logged_queries: dict[tuple[str, ...], Any] = {}
 
@@ -591,12 +592,17 @@ class Retention:
             )
         return state
 
-    def tables_changed(self) -> str:
+    def tables_changed(self, *, scan: bool = True) -> str:
         """Why the retention tables are not what the log's retention records say (a
-        policy, hold or erasure row changed by SQL: what :class:`TablesChanged` refuses
-        erasures for), or "" when they agree. What the compliance report checks before
+        policy, hold, erasure or data key row changed by SQL: what :class:`TablesChanged`
+        refuses erasures for), or "" when they agree. What the compliance report checks before
         it shows the tables. The log and the tables are read in one snapshot, so a
-        change committed meanwhile (an erasure, a hold) is seen in both or in neither."""
+        change committed meanwhile (an erasure, a hold) is seen in both or in neither.
+
+        ``scan`` also reads the events of a crypto-shredding ledger for runs whose data
+        key row was deleted (a pass over every row: what ``ledger verify`` and the
+        report, which read every row anyway, ask for; ``retention show`` and ``hold
+        list`` do not)."""
         found = []
         with self._reading() as conn:
             _snapshot(conn)
@@ -605,7 +611,13 @@ class Retention:
             except RetentionError as exc:  # a record row changed: no table can agree
                 what = exc.what if isinstance(exc, TablesChanged) else ""
                 return what or str(exc).removesuffix("; nothing was changed")
-            for check in (self._trusted_policy, self._trusted_holds, self._trusted_erasures):
+            for check in (
+                self._trusted_policy,
+                self._trusted_holds,
+                self._trusted_erasures,
+                self._trusted_keys,
+                *((self._kept_keys,) if scan else ()),
+            ):
                 try:
                     check(conn, logged)
                 except RetentionError as exc:  # a table changed, or emptied (or a copy
@@ -662,6 +674,7 @@ class Retention:
         state = self._trusted_policy(conn, logged)
         holds = self._trusted_holds(conn, logged)
         self._trusted_erasures(conn, logged)
+        self._trusted_keys(conn, logged)
         return logged, state, holds
 
     def _trusted_erasures(
@@ -689,6 +702,92 @@ class Retention:
             raise _tampered(
                 f"the erasures table holds {min(table)}, which no erasure record in the log made"
             )
+
+    def _trusted_keys(
+        self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
+    ) -> None:
+        """Check the destroyed data keys of a crypto-shredding ledger (``run_keys``)
+        against the erasure records in the log: a key is destroyed exactly when an
+        erasure record says it destroyed it (``shredded``), with that record's id,
+        reason, actor and time (what readers show as the erasure). A key destroyed by
+        SQL (a run's payloads made unreadable inside the floor or under a hold, with no
+        erasure), or put back (a shredded run readable again), is refused."""
+        claimed: dict[str, tuple[str, dict[str, Any]]] = {}
+        for event_id, _tool, record in self._logged(conn, [ERASE_TOOL], records):
+            shredded = record.get("shredded") if isinstance(record, dict) else None
+            if isinstance(shredded, dict) and isinstance(shredded.get("run_id"), str):
+                claimed[shredded["run_id"]] = (event_id, record)
+        k = self._keys
+        gone = conn.execute(
+            sa.select(k.c.run_id, k.c.record_id, k.c.reason, k.c.destroyed_by, k.c.destroyed_us)
+            .where(sa.or_(k.c.destroyed_us.is_not(None), k.c.wrapped.is_(None)))
+            .order_by(k.c.run_id)
+        ).all()
+        for row in gone:
+            said = claimed.pop(str(row.run_id), None)
+            if said is None:
+                raise _tampered(
+                    f"the data key of run {row.run_id!r} is destroyed in the run_keys table, "
+                    "but no erasure record in the log destroyed it"
+                )
+            event_id, record = said
+            try:
+                at: int | None = to_micros(parse_time(str(record.get("at"))))
+            except ValidationError:
+                at = None
+            stored = (row.record_id, row.reason, row.destroyed_by, row.destroyed_us)
+            if stored != (event_id, record.get("reason"), record.get("by"), at):
+                raise _tampered(
+                    f"the run_keys table says the data key of run {row.run_id!r} was "
+                    f"destroyed by {row.record_id!r} ({row.reason!r}), which is not what "
+                    f"erasure record {event_id} says"
+                )
+        if claimed:
+            run_id, (event_id, _record) = min(claimed.items())
+            raise _tampered(
+                f"erasure record {event_id} destroyed the data key of run {run_id!r}, but "
+                "the run_keys table holds it again, or no longer holds its row (put back "
+                "or deleted outside the ledger)"
+            )
+
+    def _kept_keys(
+        self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
+    ) -> None:
+        """In a crypto-shredding ledger, refuse a run whose rows hold sealed payloads but
+        whose data key row is gone (deleted by SQL: its payloads lost with no erasure).
+        One scan of the events for the envelope's text (what ``ledger verify`` and the
+        report pay anyway); the few runs it finds are read to check that their rows
+        really hold an envelope in a sealed field. Not run before each erasure (it
+        would scan the ledger); :meth:`tables_changed` runs it."""
+        del records  # the run keys are checked against the log by _trusted_keys
+        mode = ShredTables(self._schema).mode
+        if conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None:
+            return  # a ledger in clear
+        t, k = self._events, self._keys
+        marks = ('{"encrypted":"aes-256-gcm"', '{\\"encrypted\\":\\"aes-256-gcm\\"')
+        keyless = (
+            sa.select(t.c.run_id)
+            .where(
+                sa.or_(*(t.c.event_json.contains(m, autoescape=True) for m in marks)),
+                ~sa.exists().where(k.c.run_id == t.c.run_id),
+                _not_admin(t.c.run_id),
+            )
+            .distinct()
+        )
+        for (run_id,) in conn.execute(keyless.limit(100)):
+            for (text,) in conn.execute(sa.select(t.c.event_json).where(t.c.run_id == run_id)):
+                try:
+                    obj = orjson.loads(str(text))
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict) and any(
+                    is_envelope(_field_text(obj.get(name), name)) for name in SEALED_FIELDS
+                ):
+                    raise _tampered(
+                        f"run {run_id!r} holds encrypted payloads but the run_keys table "
+                        "holds no data key for it (its row was deleted outside the ledger, "
+                        "with no erasure record)"
+                    )
 
     @staticmethod
     def _policy_state(row: Any) -> PolicyState:
@@ -736,6 +835,10 @@ class Retention:
         why = reason_or_default(reason)
         who = _actor(by)
         keep_span = keep if isinstance(keep, timedelta) else parse_duration(keep, what="keep")
+        if keys is not None:  # a key named twice is one key (kept in the order given)
+            if isinstance(keys, str):
+                keys = (keys,)
+            keys = tuple(dict.fromkeys(str(text).strip() for text in keys))
         for text in keys or ():
             Verifier.from_key(text)  # a malformed key is refused before anything
         with self._writing() as conn:
@@ -910,6 +1013,14 @@ class Retention:
     ) -> Hold:
         """Release the hold ``hold_id``; recorded in the log (``reason`` None records
         "(no reason given)"). ``RetentionError`` for an unknown or already released hold."""
+        if not isinstance(hold_id, str | ULID):
+            raise ValidationError(
+                f"hold id: expected the id `ledger hold list` shows, got {type(hold_id).__name__}"
+            )
+        try:  # a ULID in any case, as event ids are read
+            hold_id = str(coerce_event_id(hold_id, field="hold id"))
+        except ValidationError:
+            hold_id = str(hold_id)  # no id the ledger made: "no legal hold" below
         why = reason_or_default(reason)
         who = _actor(by)
         t = self._t.holds
@@ -1023,6 +1134,12 @@ class Retention:
         event as it is processed (what ``--dry-run`` lists). With ``dry_run`` the same
         checks run and nothing is written.
         """
+        if not isinstance(selection, Selection):  # a run id given as text, say
+            raise ValidationError(
+                f"selection: expected a Selection (Selection.of_run(RUN_ID), "
+                f"Selection.older_than(DATE), Selection.of_events(IDS)), got "
+                f"{type(selection).__name__}"
+            )
         why = require_reason(reason)
         who = _actor(by)
         if fields is None:  # no fields named: the whole event
@@ -1821,6 +1938,16 @@ def _erasure_row(found: Any) -> tuple[Any, ...] | None:
         )
     except (KeyError, TypeError, ValueError, ValidationError):
         return None
+
+
+def _field_text(value: Any, name: str) -> str | None:
+    """A sealed field of an event's stored JSON as the text :func:`is_envelope` reads:
+    ``args`` and ``result`` are raw JSON (an envelope is an object), ``preview`` text."""
+    if value is None:
+        return None
+    if name == "preview":
+        return value if isinstance(value, str) else None
+    return orjson.dumps(value).decode()
 
 
 def _hold_scope(hold: Hold) -> dict[str, Any]:

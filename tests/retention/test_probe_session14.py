@@ -1,0 +1,296 @@
+"""Session 14's hostile review of retention: the run keys of a crypto-shredding ledger
+are a retention table too (a key destroyed, restored or deleted by SQL is tampering,
+not an erasure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+from ledger.errors import RetentionError
+from ledger.retention import Retention, Selection
+from ledger.sinks import PostgresSink, SQLiteSink
+from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+
+@pytest.fixture(autouse=True)
+def _no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_KEY, raising=False)
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> FileKeyWrapper:
+    return FileKeyWrapper.create(tmp_path / "payload.key")
+
+
+class _Disposer:
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _open(db: Ledger, key: FileKeyWrapper | None) -> Any:
+    if db.backend == "sqlite":
+        sink: Any = SQLiteSink(Path(db.url.removeprefix("sqlite:///")), payload_key=key)
+    else:
+        engine = sa.create_engine(db.sql_url)
+        db.opened.append(_Disposer(engine))
+        sink = PostgresSink(engine, schema=db.schema, payload_key=key)
+    db.opened.insert(0, sink)
+    return sink
+
+
+@pytest.fixture
+def shredding(ledger_db: Ledger, key: FileKeyWrapper) -> Iterator[tuple[Ledger, Retention]]:
+    """A shredding ledger: two old runs, a young one under a hold, a floor of 30 days."""
+    sink = _open(ledger_db, key)
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("old-2", OLD + timedelta(days=1), secret="bob"))
+    from datetime import UTC, datetime
+
+    sink.record_many(run_events("young", datetime.now(UTC) - timedelta(days=1), secret="carol"))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
+    r.add_hold(run_id="young", reason="litigation", by="legal")
+    yield ledger_db, r
+
+
+def _rows(db: Ledger) -> list[Any]:
+    return [tuple(r) for r in db.sql("SELECT seq, event_json FROM {p}events ORDER BY seq")]
+
+
+def _verify(db: Ledger) -> Any:
+    return CliRunner().invoke(cli, ["verify", "--db", db.url])
+
+
+def _refused_and_unchanged(db: Ledger, r: Retention) -> None:
+    before = _rows(db)
+    with pytest.raises(RetentionError, match="changed outside the ledger"):
+        r.erase(Selection.of_run("old-2"), reason="gdpr")
+    assert _rows(db) == before
+
+
+def test_a_key_destroyed_by_sql_is_tampering_not_an_erasure(
+    shredding: tuple[Ledger, Retention],
+) -> None:
+    """A held, young run's data key overwritten by plain SQL reads as "[erased: ...]"
+    everywhere; the log holds no erasure that destroyed it, so verify, the report's
+    tables check and the next erasure all say the run keys were changed."""
+    db, r = shredding
+    r.erase(Selection.of_run("old-1"), reason="gdpr", fields=["args", "result"])
+    assert r.tables_changed() == ""
+    assert _verify(db).exit_code == 0
+    record = r.erasures()[0].record_id
+    db.sql(
+        "UPDATE {p}run_keys SET wrapped = NULL, destroyed_us = 1, record_id = :rec, "
+        "reason = 'oops' WHERE run_id = 'young'",
+        rec=record,
+    )
+    changed = r.tables_changed()
+    assert "young" in changed and "run_keys" in changed
+    result = _verify(db)
+    assert result.exit_code == 1 and "retention-tables" in result.output
+    _refused_and_unchanged(db, r)
+
+
+def test_a_destroyed_key_put_back_by_sql_is_tampering(
+    shredding: tuple[Ledger, Retention],
+) -> None:
+    """A shredded run's wrapped key restored by SQL (from a backup) makes erased
+    payloads readable again: the erasure record says the key is gone."""
+    db, r = shredding
+    saved = db.sql("SELECT wrapped FROM {p}run_keys WHERE run_id = 'old-1'")[0][0]
+    r.erase(Selection.of_run("old-1"), reason="gdpr", fields=["args", "result"])
+    db.sql(
+        "UPDATE {p}run_keys SET wrapped = :w, destroyed_us = NULL WHERE run_id = 'old-1'",
+        w=saved,
+    )
+    changed = r.tables_changed()
+    assert "old-1" in changed
+    result = _verify(db)
+    assert result.exit_code == 1 and "retention-tables" in result.output
+    _refused_and_unchanged(db, r)
+
+
+def test_a_destroyed_keys_reason_edited_by_sql_is_tampering(
+    shredding: tuple[Ledger, Retention],
+) -> None:
+    """What readers show as the erasure's reason comes from the key's row: it must be
+    what the erasure record says."""
+    db, r = shredding
+    r.erase(Selection.of_run("old-1"), reason="gdpr", fields=["args", "result"])
+    db.sql("UPDATE {p}run_keys SET reason = 'routine cleanup' WHERE run_id = 'old-1'")
+    assert "old-1" in r.tables_changed()
+    _refused_and_unchanged(db, r)
+
+
+def test_a_key_row_deleted_by_sql_is_tampering(shredding: tuple[Ledger, Retention]) -> None:
+    """A young run's key row deleted: its sealed payloads are lost with no erasure
+    (the readers refuse the run, saying "run `ledger verify`"): verify says so too."""
+    db, r = shredding
+    db.sql("DELETE FROM {p}run_keys WHERE run_id = 'young'")
+    changed = r.tables_changed()
+    assert "young" in changed
+    result = _verify(db)
+    assert result.exit_code == 1 and "retention-tables" in result.output
+
+
+def test_a_window_finer_than_a_microsecond_is_rounded_as_holds_and_erasures_round_it(
+    sqlite_ledger: Ledger,
+) -> None:
+    """Events are stored to the microsecond: ``--since``/``--until`` of 7 decimal places
+    bound the same events in ``ledger events`` and ``ledger report`` as in ``hold add``
+    and ``erase --before`` (rounded up, never truncated: an event at .005 is before
+    .0050001, so out of a window starting there and inside one ending there)."""
+    import json
+
+    sink = sqlite_ledger.open()
+    sink.record_many(run_events("old-1", OLD))  # a result at 00:00:01.005
+    edge = "2025-01-01T00:00:01.0050001Z"
+    runner = CliRunner()
+    url = sqlite_ledger.url
+
+    def times(*window: str) -> list[str]:
+        out = runner.invoke(cli, ["events", "--db", url, "--json", *window])
+        assert out.exit_code == 0, out.output
+        return [e["time"] for e in json.loads(out.stdout)]
+
+    assert "2025-01-01T00:00:01.005000Z" not in times("--since", edge)
+    assert "2025-01-01T00:00:01.005000Z" in times("--until", edge)
+    Retention(sink).set_policy(keep="400d", floor="0", reason="v1")
+    dry = runner.invoke(
+        cli, ["erase", "--db", url, "--before", edge, "--reason", "x", "--dry-run", "--json"]
+    )
+    erased = {e["time"] for e in json.loads(dry.stdout)["events"]}
+    assert "2025-01-01T00:00:01.005000Z" in erased
+    report = runner.invoke(cli, ["report", "--db", url, "--until", edge, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["totals"]["events"] == len(erased)
+
+
+def test_library_misuse_is_a_ledger_error_and_hold_ids_read_as_event_ids_do(
+    ledger_db: Ledger,
+) -> None:
+    """A selection that is no ``Selection``, a hold id of another type: a
+    ``ValidationError`` (a ``LedgerError``), never an ``AttributeError`` or a driver
+    error; and a hold id is read as the ULID it is, in any case, as ``--event`` ids
+    are (``ledger hold list`` prints it in capitals; a user may type it in lower
+    case)."""
+    from ledger.errors import LedgerError, ValidationError
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="0", reason="v1")
+    before = _rows(ledger_db)
+    for wrong in (None, "old-1", {"run_id": "old-1"}):
+        with pytest.raises(ValidationError, match="Selection"):
+            r.erase(wrong, reason="gdpr")  # type: ignore[arg-type]
+    for wrong_id in (5, None, b"01"):
+        with pytest.raises(LedgerError):
+            r.release_hold(wrong_id)  # type: ignore[arg-type]
+    assert _rows(ledger_db) == before
+    hold = r.add_hold(run_id="old-1", reason="litigation")
+    result = CliRunner().invoke(
+        cli, ["hold", "release", hold.hold_id.lower(), "--db", ledger_db.url]
+    )
+    assert result.exit_code == 0, result.output
+    assert hold.hold_id in result.stdout
+    assert r.holds() == []
+
+
+def test_a_policy_key_given_twice_is_kept_once(ledger_db: Ledger, tmp_path: Path) -> None:
+    """``--policy-key K --policy-key K`` (or a key also given with its file) is one key:
+    the policy does not list it twice, and giving it once later is no key change that
+    needs a signature."""
+    import json
+
+    from ledger.integrity import generate_key
+
+    _signer, vkey = generate_key("dpo.example/policy")
+    (tmp_path / "dpo.vkey").write_text(vkey + "\n")
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    runner = CliRunner()
+    url = ledger_db.url
+    given = ["--policy-key", vkey, "--policy-key", str(tmp_path / "dpo.vkey")]
+    first = runner.invoke(cli, ["retention", "set", "--db", url, "--keep", "400d",
+                                "--floor", "30d", *given])  # fmt: skip
+    assert first.exit_code == 0, first.output
+    shown = json.loads(runner.invoke(cli, ["retention", "show", "--db", url, "--json"]).stdout)
+    assert shown["policy"]["keys"] == [vkey]
+    again = runner.invoke(cli, ["retention", "set", "--db", url, "--keep", "400d",
+                                "--policy-key", vkey])  # fmt: skip
+    assert again.exit_code == 0 and "unchanged" in again.stdout
+
+
+def test_drift_without_the_payload_key_does_not_call_sealed_evidence_drifted(
+    sqlite_ledger: Ledger, key: FileKeyWrapper
+) -> None:
+    """In a crypto-shredding ledger read without the payload key, a cited result is
+    ciphertext: its hash cannot be compared with the one the action captured. ``ledger
+    drift`` says so (unverifiable), never ``drifted`` (exit 1) for intact evidence."""
+    import json
+
+    from ledger.chain.assemble import result_ref
+    from ledger.model.event import Event
+
+    sink = _open(sqlite_ledger, key)
+    read = Event(kind="tool_result", run_id="r1", call_id="read-1", tool="read_file",
+                 time=OLD, result='"the notes"')  # fmt: skip
+    cited = result_ref(read)
+    sink.record_many([
+        Event(kind="request", run_id="r1", time=OLD, args='"tidy"'),
+        read,
+        Event(kind="action", run_id="r1", call_id="c1", tool="write_file", args={"p": 1},
+              verdict="allowed", refs=[cited], time=OLD + timedelta(seconds=1)),
+        Event(kind="tool_result", run_id="r1", call_id="c1", tool="write_file", result="1",
+              time=OLD + timedelta(seconds=2)),
+    ])  # fmt: skip
+    runner = CliRunner()
+    with_key = runner.invoke(
+        cli, ["drift", "r1", "--db", sqlite_ledger.url, "--json"],
+        env={ENV_KEY: str(key.path)},
+    )  # fmt: skip
+    assert with_key.exit_code == 0, with_key.output
+    assert {c["state"] for c in json.loads(with_key.stdout)} == {"intact"}
+    blind = runner.invoke(cli, ["drift", "r1", "--db", sqlite_ledger.url, "--json"])
+    assert blind.exit_code == 0, blind.output
+    states = {c["state"] for c in json.loads(blind.stdout)}
+    assert states == {"unverifiable"}, blind.stdout
+
+
+def test_a_hold_window_of_two_ages_takes_one_now(sqlite_ledger: Ledger) -> None:
+    """``hold add --since 30d --until 7d`` spans exactly 23 days, and ``--since 7d
+    --until 7d`` is the empty window it says (a usage error), as every command's window
+    reads its ages from one "now"."""
+    import json
+
+    sink = sqlite_ledger.open()
+    sink.record_many(run_events("old-1", OLD))
+    Retention(sink).set_policy(keep="400d", floor="0", reason="v1")
+    runner = CliRunner()
+    url = sqlite_ledger.url
+    empty = runner.invoke(cli, ["hold", "add", "--db", url, "--since", "7d", "--until", "7d",
+                                "--reason", "audit"])  # fmt: skip
+    assert empty.exit_code == 2 and "empty time window" in empty.output
+    placed = runner.invoke(cli, ["hold", "add", "--db", url, "--since", "30d", "--until", "7d",
+                                 "--reason", "audit", "--json"])  # fmt: skip
+    assert placed.exit_code == 0, placed.output
+    hold = json.loads(placed.stdout)
+    from ledger.timefmt import parse_time
+
+    span = parse_time(hold["until"]) - parse_time(hold["since"])
+    assert span == timedelta(days=23)
