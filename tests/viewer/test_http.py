@@ -521,3 +521,33 @@ def test_the_why_page_of_an_erased_call_shows_each_part_as_erased(tmp_path: Path
     assert page.status == 200
     assert page.text.count("[erased: GDPR Art. 17 request 42]") >= 5  # reason, args, result...
     assert "(none recorded)" not in page.text and "alice" not in page.text
+
+
+def test_an_erased_events_page_and_values_show_each_erased_field(tmp_path: Path) -> None:
+    """The event page lists the fields retention erased (the stored JSON no longer has
+    them) as erased, and ``/value`` of such a field answers ``[erased: reason]``, not an
+    empty body; a field the event never held stays off the page."""
+    from ledger.retention import Retention, Selection
+    from ledger.sinks import SQLiteSink
+    from tests.retention.conftest import OLD, run_events
+
+    path = tmp_path / "erased.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(run_events("old-1", OLD))
+        r = Retention(sink)
+        r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+        r.erase(Selection.of_run("old-1"), reason="GDPR <42>", by="dpo", fields=["args", "result"])
+        action = next(e for e in sink.events(run_id="old-1", kind="action"))
+        result = next(e for e in sink.events(run_id="old-1", kind="tool_result"))
+    with serve("sqlite:///" + str(path)) as v:
+        page = fetch(v, "/event", {"id": str(action.event_id)})
+        assert page.status == 200
+        assert re.search(r"<dt>args</dt><dd>[^<]*<[^>]*>erased: GDPR &lt;42&gt;", page.text)
+        assert "<dt>result</dt>" not in page.text  # an action held no result
+        page = fetch(v, "/event", {"id": str(result.event_id)})
+        assert re.search(r"<dt>result</dt><dd>[^<]*<[^>]*>erased: GDPR &lt;42&gt;", page.text)
+        for event, field in ((action, "args"), (result, "result")):
+            whole = fetch(v, "/value", {"event": str(event.event_id), "field": field})
+            assert (whole.status, whole.text) == (200, "[erased: GDPR <42>]")
+        whole = fetch(v, "/value", {"event": str(action.event_id), "field": "reason"})
+        assert whole.text and "erased" not in whole.text  # what was kept reads as it was

@@ -3,7 +3,7 @@
 ``/event`` shows every field the event carries (its JSON as recorded, and laid out);
 ``/value?event=ID&field=NAME`` answers one text field (``args``, ``result``, ``preview``,
 ``reason``, ``err``) whole, as ``text/plain``: how a value clipped on a page is seen in
-full.
+full. A field retention erased reads ``[erased: <reason>]`` on both.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 import orjson
 
 from ledger.ids import ulid_text
+from ledger.model.erasure import erased_text
 from ledger.sinks.base import Reader
 from ledger.viewer.html import esc, href, link, value
-from ledger.viewer.pages.parts import field_value, run_link, when_text
+from ledger.viewer.pages.parts import erased_mark, field_value, run_link, when_text
 from ledger.viewer.routing import Context, NotFound, Request, Response, html_response
 
 __all__ = ["FIELDS", "event_page", "value_page"]
@@ -32,8 +33,15 @@ def event_page(request: Request, ctx: Context) -> Response:
     rid = ulid_text(e.event_id)
     data = orjson.loads(e.to_json())
     rows = []
+    # a field retention erased is shown as erased, where the event held it: the stored
+    # JSON no longer has it (a tombstone names it in its "erased" member)
+    gone = () if e.erased is None else e.erased.fields
+    for key in gone:
+        data.setdefault(key, None)
     for key, item in data.items():
-        if key in FIELDS and isinstance(e_value := getattr(e, key, None), str):
+        if key in gone:
+            shown = erased_mark(e, key)
+        elif key in FIELDS and isinstance(e_value := getattr(e, key, None), str):
             shown = field_value(
                 e, key, e_value, limit=400, whole=href("/value", event=rid, field=key)
             )
@@ -63,8 +71,10 @@ def value_page(request: Request, ctx: Context) -> Response:
         )
     reader = ctx.reader
     assert isinstance(reader, Reader)
-    found = getattr(reader.get(event_id), field)
-    text = "" if found is None else str(found)
+    event = reader.get(event_id)
+    found = getattr(event, field)
+    # an erased field reads as erased (as in chain and why), never as an empty value
+    text = erased_text(event, field) or ("" if found is None else str(found))
     return Response(
         status=200,
         body=text.encode("utf-8", "replace"),
