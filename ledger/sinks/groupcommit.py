@@ -69,6 +69,7 @@ class GroupCommitter(Generic[T]):
         self._pending: list[_Ticket[T]] = []
         self._arriving = 0
         self._last_batch = 1
+        self._wanted = 0  # how many pending items the waiting leader waits for (0: none)
         self._leading = False
         self._closed = False
 
@@ -100,8 +101,8 @@ class GroupCommitter(Generic[T]):
             lead = not self._leading
             if lead:
                 self._leading = True
-            else:
-                self._arrival_cv.notify()
+            elif self._wanted and len(self._pending) >= self._wanted:
+                self._arrival_cv.notify()  # the leader's batch is full: wake it once
         if not lead:
             ticket.wake.acquire()  # done, or our turn to lead
         while not ticket.done:
@@ -140,11 +141,13 @@ class GroupCommitter(Generic[T]):
             # way back, and one fsync for all beats one each. A lone caller never waits.
             target = min(self._max, max(self._last_batch, len(self._pending) + self._arriving))
             deadline = time.monotonic() + self._gather
+            self._wanted = target
             while len(self._pending) < target:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._arrival_cv.wait(left)
+            self._wanted = 0
             batch, self._pending = self._pending[: self._max], self._pending[self._max :]
             self._last_batch = len(batch)
         try:

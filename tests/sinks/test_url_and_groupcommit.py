@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -111,6 +112,25 @@ def test_an_item_that_cannot_be_built_is_not_written() -> None:
     with pytest.raises(ValidationError):
         committer.submit(boom)
     assert written == []
+
+
+def test_a_leader_waiting_for_callers_writes_as_soon_as_they_are_all_there() -> None:
+    """Under steady concurrency the leader waits for as many callers as its last batch
+    held; once they are all queued it writes at once, not when the wait runs out (here
+    30 s: a leader nobody told would hold every caller that long)."""
+    batches: list[list[int]] = []
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        batches.append(items)
+        return [None] * len(items)
+
+    committer: GroupCommitter[int] = GroupCommitter(write, gather=30.0)
+    committer._last_batch = 4  # as after a batch of four
+    started = time.monotonic()
+    for t in _threads(4, lambda i: committer.submit(lambda: i)):
+        t.join(20)
+    assert time.monotonic() - started < 10
+    assert sorted(i for b in batches for i in b) == [0, 1, 2, 3] and len(batches) == 1
 
 
 def test_an_unopenable_sqlite_file_is_a_storage_error(tmp_path: Path) -> None:
