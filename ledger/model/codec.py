@@ -38,7 +38,7 @@ from ledger.model.values import (
     Ref,
     RefSource,
     Verdict,
-    check_nesting,
+    nested_deeper,
 )
 from ledger.timefmt import format_time
 
@@ -518,18 +518,17 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
     if refs is None:
         return None
     # args and result as stored (compact: orjson writes them back byte-exact), refused
-    # here when nested deeper than the constructor allows: the exact path names them.
-    # Their bracket count rules out almost every value at C speed.
+    # here when nested deeper than the constructor allows: the exact path names them
     raw_args = None if args is _ABSENT else _dumps(args)
     raw_result = None if result is _ABSENT else _dumps(result)
     if (
         raw_args is not None
-        and raw_args.count(b"[") + raw_args.count(b"{") > MAX_NESTING
-        and _too_deep(raw_args, args)
+        and raw_args.count(b"[") + raw_args.count(b"{") > MAX_NESTING  # most, at C speed
+        and nested_deeper(raw_args)
     ) or (
         raw_result is not None
         and raw_result.count(b"[") + raw_result.count(b"{") > MAX_NESTING
-        and _too_deep(raw_result, result)
+        and nested_deeper(raw_result)
     ):
         return None
     eid = _new(ULID)
@@ -567,16 +566,6 @@ def _compact_parsed(cls: type[E], obj: object, text: object) -> tuple[E, str] | 
 
 
 _ABSENT = object()
-
-
-def _too_deep(raw: bytes, value: object) -> bool:
-    """True when ``value`` (``args`` or ``result``, compact JSON ``raw``) nests deeper
-    than :data:`~ledger.model.values.MAX_NESTING`, which the constructor refuses."""
-    try:
-        check_nesting(raw.decode(), value, "")
-    except ValidationError:
-        return True
-    return False
 
 
 _ACTORS: dict[tuple[tuple[str, object], ...], Actor] = {}
