@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from ledger.canonical import sha256_hex
 from ledger.errors import EventNotFound, ValidationError
 from ledger.model.erasure import erased_text
+from ledger.model.sealed import is_envelope
 from ledger.model.values import Ref, RefSource
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "RefCheck",
     "RefState",
     "Resolver",
+    "SealedContent",
     "StaticResolver",
     "chain_refs",
     "content_hash",
@@ -80,6 +82,13 @@ class ErasedContent(Exception):
         self.reason = reason
 
 
+class SealedContent(Exception):
+    """Raised by a resolver's ``current_hash`` when the item's content is stored
+    encrypted (a crypto-shredding ledger read without the payload key): its hash cannot
+    be compared with the captured one, so the ref is :attr:`RefState.UNVERIFIABLE`,
+    never drifted."""
+
+
 @runtime_checkable
 class Resolver(Protocol):
     """Looks up the current content hash of referenced items."""
@@ -113,6 +122,8 @@ def _check(ref: Ref, resolver: Resolver) -> RefCheck:
         current = resolver.current_hash(ref.source, ref.id)
     except ErasedContent as gone:  # a recorded, allowed erasure: not drift, not a failure
         return RefCheck(ref=ref, state=RefState.ERASED, detail=str(gone))
+    except SealedContent as sealed:  # encrypted, and no key to open it: not drift either
+        return RefCheck(ref=ref, state=RefState.UNVERIFIABLE, detail=str(sealed))
     except Exception as exc:  # a resolver's failure must not pass for a verdict
         log.warning("resolver failed for %s %s: %s", ref.source, ref.id, exc)
         return RefCheck(ref=ref, state=RefState.UNVERIFIABLE, detail=f"resolver failed: {exc}")
@@ -183,7 +194,8 @@ class EventResolver:
     """Resolves ``tool`` refs (ids of recorded tool results) through a ledger reader:
     the current hash is that of the stored result text, as ``assemble_chain`` captures.
     A result erased by retention raises :class:`ErasedContent` (the ref reads as
-    erased, not drifted)."""
+    erased, not drifted); one stored encrypted and read without the payload key,
+    :class:`SealedContent` (unverifiable)."""
 
     def __init__(self, reader: _EventGetter) -> None:
         self._reader = reader
@@ -199,4 +211,9 @@ class EventResolver:
             return None
         if event.erased is not None and erased_text(event, "result"):
             raise ErasedContent(event.erased.reason)
+        if is_envelope(event.result):  # the ciphertext's hash would match nothing
+            raise SealedContent(
+                "the result is stored encrypted (a crypto-shredding ledger) and was read "
+                "without the payload key: set LEDGER_PAYLOAD_KEY to check it"
+            )
         return content_hash(event.result) if event.result is not None else ""

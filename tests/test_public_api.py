@@ -257,6 +257,7 @@ SNAPSHOTS: dict[str, list[str]] = {
         "RefCheck",
         "RefState",
         "Resolver",
+        "SealedContent",
         "StaticResolver",
         "chain_refs",
         "content_hash",

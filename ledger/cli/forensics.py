@@ -435,38 +435,6 @@ class _Resolvers:
         return self._by_source[source].current_hash(source, id)
 
 
-class SealedEvidence(Exception):
-    """A cited result that is still ciphertext: the ledger stores payloads encrypted and
-    this reader has no payload key, so its hash cannot be compared with the captured one
-    (what :func:`~ledger.drift.verify_refs` reports as unverifiable)."""
-
-
-class _SealedAware:
-    """A ``tool`` resolver that, for a cited result stored encrypted and read without
-    the payload key (its ``result`` still an envelope), says the ref cannot be checked
-    instead of hashing the ciphertext (which would call intact evidence drifted)."""
-
-    def __init__(self, reader: Reader, inner: Resolver) -> None:
-        self._reader = reader
-        self._inner = inner
-        self.sources: Collection[RefSource] = inner.sources
-
-    def current_hash(self, source: RefSource, id: str) -> str | None:
-        from ledger.errors import EventNotFound, ValidationError
-        from ledger.sinks.shred import is_envelope
-
-        try:
-            event = self._reader.get(id)
-        except (EventNotFound, ValidationError):  # not an event id (an MCP definition)
-            return self._inner.current_hash(source, id)
-        if event.erased is None and is_envelope(event.result):
-            raise SealedEvidence(
-                "the cited result is stored encrypted (a crypto-shredding ledger) and no "
-                "payload key was given: set LEDGER_PAYLOAD_KEY to check it"
-            )
-        return self._inner.current_hash(source, id)
-
-
 def _ledger_resolver(config: Path, store: Path) -> Resolver:
     from ledger.cli.typed import load_config
     from ledger.typed.resolver import LedgerResolver
@@ -509,8 +477,7 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
         raise click.UsageError("--config and --store go together (typed-ledger refs)")
     with open_db(db) as reader:
         # tool refs: recorded results, and MCP tool definitions (mcp-tool:<server>/<tool>)
-        tools = cast(Resolver, DefinitionResolver(reader))
-        resolvers: list[Resolver] = [cast(Resolver, _SealedAware(reader, tools))]
+        resolvers: list[Resolver] = [cast(Resolver, DefinitionResolver(reader))]
         if config is not None and store is not None:
             resolvers.append(_ledger_resolver(config, store))
         found = _chain(reader, run_id)

@@ -49,6 +49,7 @@ from ledger.integrity.note import NoteSigner, Verifier
 from ledger.integrity.policy_change import signed_by
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
 from ledger.model.event import Event
+from ledger.model.sealed import ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT, is_envelope
 from ledger.model.shown import shows_as_is
 from ledger.retention.records import (
     ADMIN_RUN_PREFIX,
@@ -76,7 +77,7 @@ from ledger.sinks.rows import (
     stated_micros,
     to_micros,
 )
-from ledger.sinks.shred import SEALED_FIELDS, ShredTables, is_envelope
+from ledger.sinks.shred import SEALED_FIELDS, ShredTables
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
 from ledger.timefmt import (
     format_duration,
@@ -600,9 +601,9 @@ class Retention:
         change committed meanwhile (an erasure, a hold) is seen in both or in neither.
 
         ``scan`` also reads the events of a crypto-shredding ledger for runs whose data
-        key row was deleted (a pass over every row: what ``ledger verify`` and the
-        report, which read every row anyway, ask for; ``retention show`` and ``hold
-        list`` do not)."""
+        key row was deleted (a pass over every row: what ``ledger verify``, which reads
+        every row anyway, asks for; the report, ``retention show`` and ``hold list`` do
+        not)."""
         found = []
         with self._reading() as conn:
             _snapshot(conn)
@@ -719,7 +720,14 @@ class Retention:
                 claimed[shredded["run_id"]] = (event_id, record)
         k = self._keys
         gone = conn.execute(
-            sa.select(k.c.run_id, k.c.record_id, k.c.reason, k.c.destroyed_by, k.c.destroyed_us)
+            sa.select(
+                k.c.run_id,
+                k.c.record_id,
+                k.c.reason,
+                k.c.destroyed_by,
+                k.c.destroyed_us,
+                k.c.wrapped.is_(None).label("unwrappable"),
+            )
             .where(sa.or_(k.c.destroyed_us.is_not(None), k.c.wrapped.is_(None)))
             .order_by(k.c.run_id)
         ).all()
@@ -731,6 +739,12 @@ class Retention:
                     "but no erasure record in the log destroyed it"
                 )
             event_id, record = said
+            if not row.unwrappable or row.destroyed_us is None:  # the key is there again
+                raise _tampered(
+                    f"erasure record {event_id} destroyed the data key of run "
+                    f"{row.run_id!r}, but the run_keys table holds it again (put back outside "
+                    "the ledger: the erased payloads can be read)"
+                )
             try:
                 at: int | None = to_micros(parse_time(str(record.get("at"))))
             except ValidationError:
@@ -755,16 +769,17 @@ class Retention:
     ) -> None:
         """In a crypto-shredding ledger, refuse a run whose rows hold sealed payloads but
         whose data key row is gone (deleted by SQL: its payloads lost with no erasure).
-        One scan of the events for the envelope's text (what ``ledger verify`` and the
-        report pay anyway); the few runs it finds are read to check that their rows
-        really hold an envelope in a sealed field. Not run before each erasure (it
-        would scan the ledger); :meth:`tables_changed` runs it."""
+        One scan of the events for the envelope's text (what ``ledger verify`` pays
+        anyway); the runs it finds (none in an intact ledger but those whose other
+        fields quote an envelope) are read to check that their rows really hold an
+        envelope in a sealed field. Not run before each erasure (it
+        would scan the ledger); :meth:`tables_changed` runs it for ``ledger verify``."""
         del records  # the run keys are checked against the log by _trusted_keys
         mode = ShredTables(self._schema).mode
         if conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None:
             return  # a ledger in clear
         t, k = self._events, self._keys
-        marks = ('{"encrypted":"aes-256-gcm"', '{\\"encrypted\\":\\"aes-256-gcm\\"')
+        marks = (ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT)  # as args/result, as a preview
         keyless = (
             sa.select(t.c.run_id)
             .where(
@@ -774,7 +789,7 @@ class Retention:
             )
             .distinct()
         )
-        for (run_id,) in conn.execute(keyless.limit(100)):
+        for (run_id,) in conn.execute(keyless).all():
             for (text,) in conn.execute(sa.select(t.c.event_json).where(t.c.run_id == run_id)):
                 try:
                     obj = orjson.loads(str(text))

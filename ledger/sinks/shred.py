@@ -56,6 +56,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ledger.errors import CorruptRecord, PayloadKeyError, StorageError
 from ledger.model.erasure import ALL_FIELDS, Erasure
 from ledger.model.event import Event
+from ledger.model.sealed import ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT, is_envelope
 from ledger.sinks.rows import parse_row
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
     "Payloads",
     "ShredTables",
     "attach_payloads",
-    "is_envelope",
     "shredding",
 ]
 
@@ -77,8 +77,8 @@ ENV_KEY = "LEDGER_PAYLOAD_KEY"
 """The environment variable naming the payload key file when ``payload_key`` is not given."""
 SCHEME = "aes-256-gcm/v1"
 SEALED_FIELDS = ("args", "result", "preview")  # preview: the gate's clip of args or result
-_ENVELOPE = '{"encrypted":"aes-256-gcm","nonce":"'
-_ENVELOPE_IN_TEXT = orjson.dumps(_ENVELOPE).decode()[1:-1]  # as a JSON string holds it
+_ENVELOPE = ENVELOPE_HEAD
+_ENVELOPE_IN_TEXT = ENVELOPE_HEAD_IN_TEXT  # as a JSON string holds it
 _FILE_HEAD = "agentledger-payload-key v1 "
 _CACHE_SECONDS = 2.0  # how long a reader trusts a run key's state before reading it again
 
@@ -206,11 +206,6 @@ class ShredTables:
             sa.Column("record_id", sa.String(26), nullable=True),
             sa.Column("reason", sa.Text(), nullable=True),
         )
-
-
-def is_envelope(text: str | None) -> bool:
-    """True when a field's JSON text is an encrypted payload's envelope."""
-    return text is not None and text.startswith(_ENVELOPE)
 
 
 def sealed_row(row: Sequence[Any]) -> bool:

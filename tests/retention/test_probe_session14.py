@@ -105,18 +105,19 @@ def test_a_key_destroyed_by_sql_is_tampering_not_an_erasure(
     _refused_and_unchanged(db, r)
 
 
+@pytest.mark.parametrize("marks", ["cleared", "kept"])
 def test_a_destroyed_key_put_back_by_sql_is_tampering(
-    shredding: tuple[Ledger, Retention],
+    shredding: tuple[Ledger, Retention], marks: str
 ) -> None:
     """A shredded run's wrapped key restored by SQL (from a backup) makes erased
-    payloads readable again: the erasure record says the key is gone."""
+    payloads readable again: the erasure record says the key is gone. Also when the
+    row keeps the marks of its destruction (readers still show the run erased while
+    the key opens its payloads)."""
     db, r = shredding
     saved = db.sql("SELECT wrapped FROM {p}run_keys WHERE run_id = 'old-1'")[0][0]
     r.erase(Selection.of_run("old-1"), reason="gdpr", fields=["args", "result"])
-    db.sql(
-        "UPDATE {p}run_keys SET wrapped = :w, destroyed_us = NULL WHERE run_id = 'old-1'",
-        w=saved,
-    )
+    cleared = ", destroyed_us = NULL" if marks == "cleared" else ""
+    db.sql(f"UPDATE {{p}}run_keys SET wrapped = :w{cleared} WHERE run_id = 'old-1'", w=saved)
     changed = r.tables_changed()
     assert "old-1" in changed
     result = _verify(db)
@@ -249,7 +250,7 @@ def test_drift_without_the_payload_key_does_not_call_sealed_evidence_drifted(
 
     sink = _open(sqlite_ledger, key)
     read = Event(kind="tool_result", run_id="r1", call_id="read-1", tool="read_file",
-                 time=OLD, result='"the notes"')  # fmt: skip
+                 time=OLD, result='"the notes"', label="notes.txt")  # fmt: skip
     cited = result_ref(read)
     sink.record_many([
         Event(kind="request", run_id="r1", time=OLD, args='"tidy"'),
@@ -270,6 +271,22 @@ def test_drift_without_the_payload_key_does_not_call_sealed_evidence_drifted(
     assert blind.exit_code == 0, blind.output
     states = {c["state"] for c in json.loads(blind.stdout)}
     assert states == {"unverifiable"}, blind.stdout
+    # the viewer's run page checks refs the same way (ledger.drift.EventResolver)
+    from ledger.viewer.pages.run import ref_checks
+
+    keyless = SQLiteSink(Path(sqlite_ledger.url.removeprefix("sqlite:///")))
+    try:
+        assert str(ref_checks(keyless, [cited])[cited].state) == "unverifiable"
+    finally:
+        keyless.close()
+    # a field of the cited result that is not sealed (its err, its label) erased: the
+    # result itself is still ciphertext, still unverifiable
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
+    r.erase(Selection.of_events([str(read.event_id)]), reason="pii", fields=["label"])
+    blind = runner.invoke(cli, ["drift", "r1", "--db", sqlite_ledger.url, "--json"])
+    assert blind.exit_code == 0, blind.output
+    assert {c["state"] for c in json.loads(blind.stdout)} == {"unverifiable"}, blind.stdout
 
 
 def test_a_hold_window_of_two_ages_takes_one_now(sqlite_ledger: Ledger) -> None:
