@@ -199,6 +199,7 @@ class EventResolver:
 
     def __init__(self, reader: _EventGetter) -> None:
         self._reader = reader
+        self._sealed: bool | None = None  # does the reader leave payloads encrypted?
 
     @property
     def sources(self) -> frozenset[RefSource]:
@@ -211,9 +212,19 @@ class EventResolver:
             return None
         if event.erased is not None and erased_text(event, "result"):
             raise ErasedContent(event.erased.reason)
-        if is_envelope(event.result):  # the ciphertext's hash would match nothing
+        if is_envelope(event.result) and self._shows_sealed():
+            # the ciphertext's hash would match nothing (a result recorded in clear that
+            # only looks like an envelope is hashed as any other)
             raise SealedContent(
                 "the result is stored encrypted (a crypto-shredding ledger) and was read "
                 "without the payload key: set LEDGER_PAYLOAD_KEY to check it"
             )
         return content_hash(event.result) if event.result is not None else ""
+
+    def _shows_sealed(self) -> bool:
+        """Whether the reader leaves encrypted payloads as stored (its
+        ``shows_sealed_payloads()``, asked once; a reader without it never does)."""
+        if self._sealed is None:
+            probe = getattr(self._reader, "shows_sealed_payloads", None)
+            self._sealed = bool(probe()) if callable(probe) else False
+        return self._sealed

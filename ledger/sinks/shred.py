@@ -68,6 +68,7 @@ __all__ = [
     "Payloads",
     "ShredTables",
     "attach_payloads",
+    "shows_sealed",
     "shredding",
 ]
 
@@ -647,6 +648,18 @@ class _KeylessDecode:
             }
             self._at = now
         return self._gone
+
+
+def shows_sealed(sink: Any) -> bool:
+    """True when the SQL ledger ``sink`` leaves encrypted payloads as stored when it
+    reads them: a crypto-shredding ledger opened without the operator's key (a reader,
+    or a writer that holds no key). What a check of a result's hash (drift) cannot do
+    without the key; a ledger in clear, or one opened with the key, shows every payload
+    as it was recorded."""
+    payloads = sink._payloads
+    if payloads is not None:
+        return payloads._wrapper is None
+    return shredding(sink)
 
 
 def shredding(sink: Any) -> bool:

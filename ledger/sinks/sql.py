@@ -67,6 +67,7 @@ from ledger.sinks.rows import (
     parse_row,
     to_micros,
 )
+from ledger.sinks.shred import shows_sealed
 
 __all__ = [
     "COLUMNS",
@@ -191,6 +192,12 @@ class SQLReader(Closing):
     def _page_guard(self, conn: sa.Connection) -> AbstractContextManager[None]:
         """Held around each ``events`` page query; PostgreSQL waits for writers."""
         return nullcontext()
+
+    def shows_sealed_payloads(self) -> bool:
+        """True when this ledger is read with its encrypted payloads left as stored (a
+        crypto-shredding ledger opened without the payload key): a result's hash cannot
+        be checked then (:class:`ledger.drift.EventResolver` asks)."""
+        return shows_sealed(self)
 
     def _borrowed(self) -> bool:
         """True when reads go through a connection the caller owns (never held across

@@ -311,3 +311,37 @@ def test_a_hold_window_of_two_ages_takes_one_now(sqlite_ledger: Ledger) -> None:
 
     span = parse_time(hold["until"]) - parse_time(hold["since"])
     assert span == timedelta(days=23)
+
+
+def test_a_result_in_clear_that_looks_encrypted_is_still_checked(sqlite_ledger: Ledger) -> None:
+    """Only a reader that leaves payloads encrypted (a crypto-shredding ledger opened
+    without the key) calls a cited result unverifiable. In a ledger in clear a result
+    whose text merely starts like an envelope is hashed as any other: intact, and
+    drifted once changed (not hidden behind "unverifiable")."""
+    import json
+
+    from ledger.chain.assemble import result_ref
+    from ledger.model.event import Event
+
+    looks = '{"encrypted":"aes-256-gcm","nonce":"AAAA","ciphertext":"BBBB"}'
+    read = Event(kind="tool_result", run_id="r1", call_id="read-1", tool="fetch", time=OLD,
+                 result=looks)  # fmt: skip
+    cited = result_ref(read)
+    path = Path(sqlite_ledger.url.removeprefix("sqlite:///"))
+    with SQLiteSink(path) as sink:  # in clear: no key anywhere
+        sink.record_many([
+            read,
+            Event(kind="action", run_id="r1", call_id="c1", tool="write", args={"p": 1},
+                  verdict="allowed", refs=[cited], time=OLD + timedelta(seconds=1)),
+        ])  # fmt: skip
+    runner = CliRunner()
+    found = runner.invoke(cli, ["drift", "r1", "--db", sqlite_ledger.url, "--json"])
+    assert found.exit_code == 0, found.output
+    assert {c["state"] for c in json.loads(found.stdout)} == {"intact"}
+    sqlite_ledger.sql(
+        "UPDATE {p}events SET event_json = replace(event_json, 'BBBB', 'CCCC') WHERE event_id = :i",
+        i=str(read.event_id),
+    )
+    found = runner.invoke(cli, ["drift", "r1", "--db", sqlite_ledger.url, "--json"])
+    assert found.exit_code == 1, found.output
+    assert "drifted" in {c["state"] for c in json.loads(found.stdout)}
