@@ -739,11 +739,17 @@ class Retention:
                     "but no erasure record in the log destroyed it"
                 )
             event_id, record = said
-            if not row.unwrappable or row.destroyed_us is None:  # the key is there again
+            if not row.unwrappable:  # the key is there again
                 raise _tampered(
                     f"erasure record {event_id} destroyed the data key of run "
                     f"{row.run_id!r}, but the run_keys table holds it again (put back outside "
                     "the ledger: the erased payloads can be read)"
+                )
+            if row.destroyed_us is None:
+                raise _tampered(
+                    f"erasure record {event_id} destroyed the data key of run "
+                    f"{row.run_id!r}, but the run_keys table no longer says when (changed "
+                    "outside the ledger)"
                 )
             try:
                 at: int | None = to_micros(parse_time(str(record.get("at"))))
