@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -89,12 +90,19 @@ def test_a_report_on_the_callers_autocommit_connection_is_made(pg_dsn: str, pg_s
     events = _run("r1") + _run("r2", start=0.5)
     with PostgresSink.open(pg_dsn, schema=pg_schema) as owner:
         owner.record_many(events)
+    with _autocommit(pg_dsn) as conn:
+        sink = PostgresSink(conn, schema=pg_schema)
+        assert _comparable(sink) == _comparable(MemoryReader(events))
+        assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+
+
+@contextmanager
+def _autocommit(pg_dsn: str) -> Iterator[sa.Connection]:
+    """A caller's own connection in autocommit mode (its engine disposed after)."""
     engine = sa.create_engine(pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            sink = PostgresSink(conn, schema=pg_schema)
-            assert _comparable(sink) == _comparable(MemoryReader(events))
-            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+            yield conn
     finally:
         engine.dispose()
 
@@ -206,19 +214,14 @@ def test_every_read_on_the_callers_autocommit_connection_works(pg_dsn: str, pg_s
     transaction to keep alive, a page is read under the writers' lock alone, and the
     lock is released after it: a writer on another connection is not blocked."""
     events = _run("r1") + _run("r2", start=0.5)
-    with PostgresSink.open(pg_dsn, schema=pg_schema) as owner:
+    with PostgresSink.open(pg_dsn, schema=pg_schema) as owner, _autocommit(pg_dsn) as conn:
         owner.record_many(events)
-        engine = sa.create_engine(pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1))
-        try:
-            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                sink = PostgresSink(conn, schema=pg_schema)
-                assert [e.event_id for e in sink.events()] == [e.event_id for e in events]
-                assert len(list(sink.events(run_id="r2", kind="action"))) == 2
-                assert len(sink.chain("r1").events) == 5
-                assert [r.run_id for r in sink.runs()] == ["r1", "r2"]
-                assert sink.get(events[3].event_id) == events[3]
-                owner.record(Event(kind="run_end", run_id="r3"))  # not blocked
-                assert len(list(sink.events())) == len(events) + 1
-                assert conn.execute(sa.text("SELECT 1")).scalar() == 1
-        finally:
-            engine.dispose()
+        sink = PostgresSink(conn, schema=pg_schema)
+        assert [e.event_id for e in sink.events()] == [e.event_id for e in events]
+        assert len(list(sink.events(run_id="r2", kind="action"))) == 2
+        assert len(sink.chain("r1").events) == 5
+        assert [r.run_id for r in sink.runs()] == ["r1", "r2"]
+        assert sink.get(events[3].event_id) == events[3]
+        owner.record(Event(kind="run_end", run_id="r3"))  # not blocked
+        assert len(list(sink.events())) == len(events) + 1
+        assert conn.execute(sa.text("SELECT 1")).scalar() == 1
