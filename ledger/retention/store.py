@@ -337,6 +337,10 @@ class _Txn:
 # --- the service -------------------------------------------------------------------------
 
 
+CLIPPED = frozenset(("args", "result"))
+"""The fields an event's ``preview`` clips: erasing one of them erases the preview too."""
+
+
 class Retention:
     """Retention, holds and erasure over a SQL sink (``SQLiteSink`` or ``PostgresSink``).
 
@@ -1146,7 +1150,8 @@ class Retention:
         dry_run: bool = False,
         each: Callable[[Selected], None] | None = None,
     ) -> ErasureOutcome:
-        """Erase the events ``selection`` picks (``fields`` of each; all by default).
+        """Erase the events ``selection`` picks (``fields`` of each; all by default;
+        ``args`` or ``result`` take the ``preview`` along, the gate's clip of them).
 
         Refused, nothing changed (``RetentionError``): no policy set, an event inside the
         floor, an event under a legal hold, an unknown run or event id, a retention
@@ -1174,6 +1179,9 @@ class Retention:
                 f"--field: {', '.join(unknown) or '(none)'} cannot be erased; erasable fields "
                 f"are {', '.join(ALL_FIELDS)}"
             )
+        if CLIPPED & set(wanted):  # the preview is the gate's clip of args or result:
+            # keeping it would keep what was to be erased
+            wanted = tuple(f for f in ALL_FIELDS if f in {*wanted, "preview"})
         run = RetentionRun()
         try:
             return self._erase(selection, why, who, wanted, dry_run, each, run)

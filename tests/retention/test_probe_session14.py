@@ -345,3 +345,42 @@ def test_a_result_in_clear_that_looks_encrypted_is_still_checked(sqlite_ledger: 
     found = runner.invoke(cli, ["drift", "r1", "--db", sqlite_ledger.url, "--json"])
     assert found.exit_code == 1, found.output
     assert "drifted" in {c["state"] for c in json.loads(found.stdout)}
+
+
+@pytest.mark.parametrize("fields", [["args", "result"], ["args"], ["result"]])
+def test_erasing_args_or_result_takes_the_preview_that_clips_them(
+    sqlite_ledger: Ledger, fields: list[str]
+) -> None:
+    """The preview is the gate's clip of an event's args or result: a field erasure of
+    args and result (the documented way to minimise data) left it, and with it the text,
+    in ``events --json``, the CSV and the viewer's search."""
+    import json
+
+    from ledger.model.event import Event
+
+    secret = "call Sam about the Q3 report"
+    run = [
+        Event(kind="request", run_id="r1", time=OLD, args=json.dumps(secret), preview=secret),
+        Event(kind="action", run_id="r1", call_id="c1", tool="send", verdict="allowed",
+              args={"body": secret}, preview=f"send {secret}", time=OLD),
+        Event(kind="tool_result", run_id="r1", call_id="c1", tool="send",
+              result=json.dumps(secret), preview=secret, time=OLD),
+    ]  # fmt: skip
+    path = Path(sqlite_ledger.url.removeprefix("sqlite:///"))
+    with SQLiteSink(path) as sink:
+        sink.record_many(run)
+        r = Retention(sink)
+        r.set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
+        done = r.erase(Selection.of_run("r1"), reason="minimise", fields=fields)
+        assert "preview" in done.fields
+        assert done.erased == 3  # every event held a preview
+        assert all(secret not in e.preview for e in sink.events(run_id="r1"))
+        assert all(e.erased is not None and "preview" in e.erased.fields
+                   for e in sink.events(run_id="r1"))  # fmt: skip
+    listed = CliRunner().invoke(cli, ["events", "--db", sqlite_ledger.url, "--run", "r1", "--nl"])
+    assert listed.exit_code == 0, listed.output
+    left = {f for f in ("args", "result") if f not in fields}  # what was not asked to go
+    if not left:
+        assert secret not in listed.output
+    verified = _verify(sqlite_ledger)
+    assert verified.exit_code == 0, verified.output
