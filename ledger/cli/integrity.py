@@ -51,8 +51,6 @@ from ledger.integrity.note import (
     parse_signatures,
 )
 from ledger.integrity.verify import (
-    Finding,
-    FindingKind,
     JSONLLeaves,
     LeafSource,
     VerifyResult,
@@ -60,6 +58,7 @@ from ledger.integrity.verify import (
 )
 from ledger.integrity.witness import WitnessServer, request_cosignatures
 from ledger.model.shown import one_line
+from ledger.report.retention import with_retention_tables
 from ledger.sinks.url import parse_url
 
 __all__ = ["register"]
@@ -485,30 +484,6 @@ def _verify_source(
         )
 
 
-def _with_retention_tables(sink: Any, result: VerifyResult) -> VerifyResult:
-    """``result`` and a ``retention-tables`` finding when the retention tables (policy,
-    holds, erasures) disagree with the retention records in the log: what erasures then refuse."""
-    from dataclasses import replace
-
-    from ledger.errors import LedgerError
-    from ledger.retention import Retention
-
-    try:
-        changed = Retention(sink).tables_changed()
-    except LedgerError as exc:  # a ledger without the retention tables
-        log.debug("verify: no retention tables to check: %s", exc)
-        return result
-    if not changed:
-        return result
-    found = Finding(
-        kind=FindingKind.RETENTION_TABLES,
-        message=f"the retention tables disagree with the retention records in the log "
-        f"({changed}): the policy, holds, erasures or destroyed data keys they show were "
-        "changed outside the ledger",
-    )
-    return replace(result, findings=(*result.findings, found))
-
-
 @click.command(short_help="Recompute the tree and check it against the checkpoints.")
 @db_option
 @click.option(
@@ -547,7 +522,7 @@ def verify(
     else:
         with _sql_sink(db, write=False) as sink:
             result = _verify_source(sink, verifiers, files, origin)
-            result = _with_retention_tables(sink, result)
+            result = with_retention_tables(sink, result)
     if as_json:
         emit_json(result.to_dict())
     else:

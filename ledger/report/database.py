@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from ledger.errors import StorageError, ValidationError
 from ledger.integrity.verify import VerifyResult, log_statement, verify_stored
 from ledger.report.hashes import HashCheck, check_rows
+from ledger.report.retention import with_retention_tables
 from ledger.sinks.schema import SchemaState, revision_state
 from ledger.sinks.url import LedgerURL, parse_url, shown_url
 
@@ -178,6 +179,8 @@ def check_database(url: str) -> DatabaseCheck:
 
         with open_reader(url) as reader:
             log_check = verify_stored(reader)
+            if log_check is not None:  # and the retention tables against the log (as verify)
+                log_check = with_retention_tables(reader, log_check)
     return DatabaseCheck(
         url=base.url,
         dialect=base.dialect,

@@ -18,18 +18,19 @@ The policy is the one in force at the window's end; when none was but one was se
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from html import escape
 from typing import Any
 
 from ledger.errors import LedgerError
+from ledger.integrity.verify import Finding, FindingKind, VerifyResult
 from ledger.model.shown import one_line
 from ledger.retention.rules import Hold
 from ledger.retention.store import ErasureRecord, PolicyState, Retention, TablesChanged
 from ledger.timefmt import format_time
 
-__all__ = ["RetentionSection", "retention_section"]
+__all__ = ["RetentionSection", "retention_section", "with_retention_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +225,25 @@ def retention_section(
         erasures=tuple(erasures),
         tables_changed=changed,
     )
+
+
+def with_retention_tables(sink: Any, result: VerifyResult) -> VerifyResult:
+    """``result`` (a verification of ``sink``'s log) and a ``retention-tables`` finding
+    when the retention tables (policy, holds, erasures, destroyed data keys) disagree
+    with the retention records in the log: what erasures then refuse, and what
+    ``ledger verify`` and ``ledger db check`` report. ``result`` as it is for a ledger
+    without the retention tables. Reads every row (the scan for deleted data keys)."""
+    try:
+        changed = Retention(sink).tables_changed()
+    except LedgerError as exc:  # a ledger without the retention tables
+        log.debug("no retention tables to check: %s", exc)
+        return result
+    if not changed:
+        return result
+    found = Finding(
+        kind=FindingKind.RETENTION_TABLES,
+        message=f"the retention tables disagree with the retention records in the log "
+        f"({changed}): the policy, holds, erasures or destroyed data keys they show were "
+        "changed outside the ledger",
+    )
+    return replace(result, findings=(*result.findings, found))

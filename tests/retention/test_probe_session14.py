@@ -384,3 +384,30 @@ def test_erasing_args_or_result_takes_the_preview_that_clips_them(
         assert secret not in listed.output
     verified = _verify(sqlite_ledger)
     assert verified.exit_code == 0, verified.output
+
+
+def test_db_check_reports_retention_tables_changed_outside_the_ledger(
+    ledger_db: Ledger,
+) -> None:
+    """``ledger db check`` (what a cron job runs) said ok while a legal hold had been
+    deleted by SQL; verify and the report said otherwise. It checks the retention
+    tables against the log as verify does."""
+    import json
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
+    r.add_hold(run_id="old-1", reason="litigation", by="dpo")
+    runner = CliRunner()
+    before = runner.invoke(cli, ["db", "check", ledger_db.url, "--json"])
+    assert before.exit_code == 0, before.output
+    ledger_db.sql("DELETE FROM {p}legal_holds")
+    after = runner.invoke(cli, ["db", "check", ledger_db.url, "--json"])
+    assert after.exit_code == 1, after.output
+    found = json.loads(after.stdout)
+    assert not found["ok"]
+    kinds = [f["kind"] for f in found["log_check"]["findings"]]
+    assert "retention-tables" in kinds
+    shown = runner.invoke(cli, ["db", "check", ledger_db.url])
+    assert shown.exit_code == 1 and "problems found" in shown.output
