@@ -1005,7 +1005,7 @@ class Retention:
                 created_by=who,
             )
             if run_id is not None and not self._run_exists(conn, run_id):
-                raise refuse(f"no events of run {run_id!r} are stored (see `ledger runs`)")
+                raise self._no_run(conn, run_id)
             conn.execute(
                 self._t.holds.insert().values(
                     hold_id=hold.hold_id,
@@ -1248,9 +1248,7 @@ class Retention:
                 and not already
                 and not self._run_exists(conn, selection.run_id)  # none held the fields
             ):
-                raise refuse(
-                    f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
-                )
+                raise self._no_run(conn, selection.run_id)
             if shred:
                 assert payloads is not None and selection.run_id is not None
                 destroyed = dry_run or payloads.destroy(
@@ -1328,6 +1326,27 @@ class Retention:
             is not None
         )
 
+    def _no_run(self, conn: sa.Connection, run_id: str) -> Exception:
+        """The refusal of an unknown run id; one that begins stored runs' ids (the
+        readers take a unique prefix) is told that retention takes the whole id."""
+        t = self._events
+        # a range of the run index (a LIKE would walk every row on SQLite), then checked
+        after = (
+            sa.select(t.c.run_id)
+            .where(t.c.run_id > run_id, t.c.run_id < run_id + "\U0010ffff")
+            .order_by(t.c.run_id)
+            .limit(50)
+        )
+        runs = dict.fromkeys(str(r) for (r,) in conn.execute(after)) if run_id else {}
+        found = [r for r in runs if r.startswith(run_id)][:3]
+        if found:
+            shown = ", ".join(found[:2]) + (" ..." if len(found) > 2 else "")
+            return refuse(
+                f"no run {run_id!r} is stored; it begins the id of run {shown}: holds and "
+                "erasures take a whole run id, never a prefix"
+            )
+        return refuse(f"no events of run {run_id!r} are stored (see `ledger runs`)")
+
     def _where(self, conn: sa.Connection, selection: Selection, *, listing: bool) -> list[Any]:
         """The WHERE clauses of ``selection`` (for the exact counts of a refusal), after
         checking it names what exists. An unknown run is found by the scan itself
@@ -1340,9 +1359,7 @@ class Retention:
                     "retention are kept (they are the proof of what was erased)"
                 )
             if listing and not self._run_exists(conn, selection.run_id):
-                raise refuse(
-                    f"no events of run {selection.run_id!r} are stored (see `ledger runs`)"
-                )
+                raise self._no_run(conn, selection.run_id)
             return [t.c.run_id == selection.run_id]
         if selection.before is not None:
             before = to_micros(selection.before, "--before")

@@ -275,7 +275,8 @@ def test_run_ids_with_sql_and_like_characters_select_exactly_that_run(
                 "--reason", "v1")[0] == 0  # fmt: skip
     assert _run("hold", "add", "--db", db, "--run", "r_4", "--reason", "held")[0] == 0
     code, _, err = _run("erase", "--db", db, "--run", "r%", "--reason", "x")
-    assert code == 1 and "no events of run 'r%'" in err
+    # "r%" selects no run (it is no LIKE pattern); it only begins the id of run r%'1
+    assert code == 1 and "no run 'r%' is stored; it begins the id of run r%'1" in err
     for run in ("R_4", *weird[:3]):
         code, out, err = _run("erase", "--db", db, "--run", run, "--reason", "x")
         assert code == 0 and "erased 7 event(s)" in out, (run, err)

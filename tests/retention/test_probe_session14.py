@@ -411,3 +411,25 @@ def test_db_check_reports_retention_tables_changed_outside_the_ledger(
     assert "retention-tables" in kinds
     shown = runner.invoke(cli, ["db", "check", ledger_db.url])
     assert shown.exit_code == 1 and "problems found" in shown.output
+
+
+def test_a_run_id_prefix_is_refused_as_a_prefix_not_as_an_unknown_run(
+    ledger_db: Ledger,
+) -> None:
+    """The readers take a unique prefix of a run id; holds and erasures take the whole
+    id, and a prefix is told so (it was "no events of run ... are stored")."""
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-run-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
+    for attempt in (
+        lambda: r.add_hold(run_id="old-run", reason="x", by="dpo"),
+        lambda: r.erase(Selection.of_run("old-run"), reason="x", by="dpo"),
+        lambda: r.erase(Selection.of_run("old-run"), reason="x", by="dpo", dry_run=True,
+                        each=lambda _: None),
+    ):  # fmt: skip
+        with pytest.raises(RetentionError, match=r"begins the id of run old-run-1.*whole run id"):
+            attempt()
+    with pytest.raises(RetentionError, match="no events of run 'nothing-like-it'"):
+        r.erase(Selection.of_run("nothing-like-it"), reason="x", by="dpo")
+    assert r.holds() == [] and r.erasures() == []
