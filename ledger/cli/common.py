@@ -30,6 +30,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from ledger.errors import CallNotFound, RunNotFound, ValidationError
+from ledger.ids import coerce_event_id
 from ledger.sinks import Reader, open_reader
 from ledger.timefmt import format_time, format_time_us, parse_time
 
@@ -165,6 +166,19 @@ def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | N
         except OverflowError:
             raise click.BadParameter(f"{text!r} is out of range") from None
     return moment
+
+
+def parse_event_id(value: str | None, option: str) -> str | None:
+    """An id the ledger made (an event's, a hold's) given on the command line, read in
+    any case; a malformed one is a usage error (exit 2), as a malformed date is."""
+    if value is None:
+        return None
+    try:
+        return str(coerce_event_id(value, field=option))
+    except ValidationError as exc:
+        raise click.BadParameter(
+            str(exc).removeprefix(f"{option}: "), param_hint=f"'{option}'"
+        ) from None
 
 
 def command_now(ctx: click.Context) -> datetime:

@@ -39,6 +39,7 @@ from ledger.cli.common import (
     listing_options,
     narrow_table,
     open_db,
+    parse_event_id,
     resolve_call,
     resolve_run,
     short_hash,
@@ -274,7 +275,12 @@ def _why_not_an_action(chain: Chain, call: str, as_json: bool) -> None:
 @click.option("--tool", help="Only this tool.")
 @click.option("--verdict", type=click.Choice([v.value for v in Verdict]), help="Only this verdict.")
 @window_options
-@click.option("--after", metavar="EVENT_ID", help="Only events committed after this one.")
+@click.option(
+    "--after",
+    metavar="EVENT_ID",
+    callback=lambda ctx, param, value: parse_event_id(value, "--after"),
+    help="Only events committed after this one.",
+)
 @click.option("--limit", type=click.IntRange(min=0), default=1000, show_default=True)
 @click.option(
     "--follow", "-f", is_flag=True,

@@ -32,7 +32,7 @@ from typing import Any
 import click
 
 from ledger.cli.common import db_option, emit_json, json_option, progress, stdout
-from ledger.errors import IntegrityError, StorageError, ValidationError
+from ledger.errors import IntegrityError, RunNotFound, StorageError, ValidationError
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.bundle import make_bundle, verify_bundle
 from ledger.integrity.checkpoint import Checkpoint, TreeHead, parse_checkpoint_body
@@ -637,8 +637,8 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
 
     with _sql_sink(db, write=key is not None) as sink:
         rows = sink.run_leaf_rows(run_id)  # LeafRow tuples
-        if not rows:
-            raise click.UsageError(f"no events of run {run_id!r} are stored")
+        if not rows:  # a refusal (exit 1), as `ledger chain` of an unknown run
+            raise RunNotFound(f"no events of run {run_id!r} are stored (see `ledger runs`)")
         erasures = bundle_erasures(sink, rows)  # the records of its tombstones, if any
         indexes = [r.leaf_index for r in [*rows, *(e.record for e in erasures)]]
         need = max((i for i in indexes if i is not None), default=-1) + 1
@@ -648,7 +648,7 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
         elif key is not None:
             cp = sink.checkpoint(_signer(key))
         else:
-            raise click.UsageError(
+            raise StorageError(  # nothing to prove the run against: a refusal (exit 1)
                 f"no stored checkpoint covers run {run_id!r} (it needs size {need}); sign one "
                 "with `ledger checkpoint` or pass --key"
             )

@@ -36,6 +36,7 @@ from ledger.cli.common import (
     emit_json,
     human_time,
     json_option,
+    parse_event_id,
     parse_when,
     stdout,
     url_or_db,
@@ -357,6 +358,7 @@ def hold_add(
 @json_option
 def hold_release(hold_id: str, db: str, reason: str | None, by: str | None, as_json: bool) -> None:
     """Release the legal hold HOLD_ID (recorded in the log)."""
+    hold_id = parse_event_id(hold_id, "HOLD_ID") or hold_id
     with _retention(db, write=True) as r:
         h = r.release_hold(hold_id, reason=reason, by=by)
     if as_json:

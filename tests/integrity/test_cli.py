@@ -126,7 +126,11 @@ def test_bundle_verifies_offline_and_any_changed_byte_fails(
     db, key, vkey = ledger_db
     out = tmp_path / "run-a.json"
     code, _, err = run("bundle", "run-a", "--db", db, "-o", str(out))
-    assert code == 2 and "no stored checkpoint" in err
+    # nothing to prove the run against: a refusal in one line (exit 1), not a usage error
+    assert code == 1 and "no stored checkpoint" in err and "Usage:" not in err
+    code, _, err = run("bundle", "no-such-run", "--db", db, "-o", str(out))
+    assert code == 1 and "no events of run 'no-such-run'" in err and "Usage:" not in err
+    assert len(err.strip().splitlines()) == 1
     code, _, err = run("bundle", "run-a", "--db", db, "-o", str(out), "--key", str(key))
     assert code == 0, err
     Path(db.removeprefix("sqlite:///")).unlink()  # offline: no database at all

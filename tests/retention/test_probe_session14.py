@@ -433,3 +433,23 @@ def test_a_run_id_prefix_is_refused_as_a_prefix_not_as_an_unknown_run(
     with pytest.raises(RetentionError, match="no events of run 'nothing-like-it'"):
         r.erase(Selection.of_run("nothing-like-it"), reason="x", by="dpo")
     assert r.holds() == [] and r.erasures() == []
+
+
+def test_a_malformed_id_is_a_usage_error_wherever_an_id_is_given(sqlite_ledger: Ledger) -> None:
+    """``erase --event NOPE`` was a usage error (exit 2) while ``events --after NOPE`` and
+    ``hold release NOPE`` were refusals (exit 1): a malformed id is a usage error in all
+    of them; a well-formed id nothing has is still a refusal."""
+    sink = sqlite_ledger.open()
+    sink.record_many(run_events("old-1", OLD))
+    db = sqlite_ledger.url
+    runner = CliRunner()
+    for args in (
+        ["events", "--db", db, "--after", "NOPE"],
+        ["hold", "release", "NOPE", "--db", db],
+        ["erase", "--db", db, "--event", "NOPE", "--reason", "x"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2 and "is not a ULID" in result.output, (args, result.output)
+    unknown = "01J00000000000000000000000"
+    result = runner.invoke(cli, ["hold", "release", unknown.lower(), "--db", db])
+    assert result.exit_code == 1 and "no legal hold" in result.output, result.output
