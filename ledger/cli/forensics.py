@@ -494,7 +494,7 @@ def drift(run_id: str, db: str, config: Path | None, store: Path | None, form: s
         if failed:
             raise SystemExit(1)
         return
-    table = narrow_table(f"{len(checks)} ref(s) of run {_text(run_id)}")
+    table = narrow_table(f"{len(checks)} ref(s) of run {_text(found.run_id or run_id)}")
     table.add_column("state", no_wrap=True)
     table.add_column("source", no_wrap=True)
     table.add_column("id", overflow="fold")
