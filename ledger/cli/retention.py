@@ -259,7 +259,7 @@ def retention_show(db: str, as_json: bool) -> None:
     with _retention(db, write=False) as r:
         history = r.policies()
         holds = r.holds()
-        changed = r.tables_changed(scan=False)  # verify and the report scan the rows
+        changed = r.tables_changed(scan=False)  # `ledger verify` scans the rows
     if as_json:
         emit_json(
             {
@@ -375,7 +375,7 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
     """List legal holds."""
     with _retention(db, write=False) as r:
         holds = r.holds(released=show_all)
-        changed = r.tables_changed(scan=False)  # verify and the report scan the rows
+        changed = r.tables_changed(scan=False)  # `ledger verify` scans the rows
     if as_json:
         emit_json([h.to_dict() for h in holds])
         _fail_if_changed(changed)

@@ -161,19 +161,19 @@ def raw_json(value: object, name: str) -> str | None:
     if isinstance(value, str):
         value = value.strip(JSON_WS)  # white space around the value is not part of it
         try:
-            parsed = orjson.loads(value)
+            orjson.loads(value)  # JSON text, or refused
         except orjson.JSONDecodeError as exc:
             raise ValidationError(
                 f"{name}: {value[:60]!r} is not JSON text ({exc}); pass raw JSON text, "
                 "or a Python value to have it serialized"
             ) from None
-        check_nesting(value, parsed, name)
+        check_nesting(value, name)
         return value
     try:
         text = orjson.dumps(value).decode("utf-8")
     except TypeError as exc:
         raise ValidationError(f"{name}: value cannot be serialized as JSON ({exc})") from None
-    check_nesting(text, None, name)  # the JSON written, not the Python value (dataclasses...)
+    check_nesting(text, name)  # the JSON written, not the Python value (dataclasses...)
     if "null" in text:  # orjson writes NaN and infinities as null: refuse them instead
         try:
             json.dumps(value, allow_nan=False)
@@ -190,10 +190,9 @@ level, ``[[1]]`` 2): anything stored must read back, and JSON nested much deeper
 be read back reliably (parsers stop at a recursion limit). The gate keeps less (64)."""
 
 
-def check_nesting(text: str, parsed: object, name: str) -> None:
-    """``ValidationError`` when the JSON ``text`` nests deeper than
-    :data:`MAX_NESTING` (``parsed``, its value, is not needed: kept for the callers)."""
-    del parsed
+def check_nesting(text: str, name: str) -> None:
+    """``ValidationError`` naming ``name`` when the JSON ``text`` nests deeper than
+    :data:`MAX_NESTING`."""
     if text.count("[") + text.count("{") <= MAX_NESTING:  # most texts, at C speed
         return
     if nested_deeper(text.encode("utf-8", "surrogatepass")):

@@ -1219,8 +1219,7 @@ class Retention:
                     "are encrypted under one data key, so erasing one of them destroys the "
                     "other too: give both (--field args --field result) or erase the whole run"
                 )
-            if shred:  # the key seals the preview (the gate's clip of args or result) too
-                wanted = tuple(f for f in ALL_FIELDS if f in {*wanted, *SEALED_FIELDS})
+            # (the key seals the preview too: erase() took it along with args and result)
             key_only = shred and set(wanted) <= set(SEALED_FIELDS)  # the rows stay as they are
             if key_only and each is not None and payloads is not None:
                 assert selection.run_id is not None

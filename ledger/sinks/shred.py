@@ -78,8 +78,6 @@ ENV_KEY = "LEDGER_PAYLOAD_KEY"
 """The environment variable naming the payload key file when ``payload_key`` is not given."""
 SCHEME = "aes-256-gcm/v1"
 SEALED_FIELDS = ("args", "result", "preview")  # preview: the gate's clip of args or result
-_ENVELOPE = ENVELOPE_HEAD
-_ENVELOPE_IN_TEXT = ENVELOPE_HEAD_IN_TEXT  # as a JSON string holds it
 _FILE_HEAD = "agentledger-payload-key v1 "
 _CACHE_SECONDS = 2.0  # how long a reader trusts a run key's state before reading it again
 
@@ -213,7 +211,7 @@ def sealed_row(row: Sequence[Any]) -> bool:
     """True when a stored row (its JSON ninth) holds a sealed payload: an envelope as
     ``args`` or ``result`` (raw JSON) or as the ``preview`` (a JSON string, escaped)."""
     text = row[8]
-    return _ENVELOPE in text or _ENVELOPE_IN_TEXT in text
+    return ENVELOPE_HEAD in text or ENVELOPE_HEAD_IN_TEXT in text
 
 
 def refusal(rows: Sequence[Any], gone: dict[str, str]) -> PayloadKeyError | None:
@@ -247,9 +245,9 @@ def sealed_fields(event: Event) -> tuple[str, ...]:
     """
     args, result = event.args, event.result
     if not (
-        event.preview.startswith(_ENVELOPE)
-        or (args is not None and args.startswith(_ENVELOPE))
-        or (result is not None and result.startswith(_ENVELOPE))
+        event.preview.startswith(ENVELOPE_HEAD)
+        or (args is not None and args.startswith(ENVELOPE_HEAD))
+        or (result is not None and result.startswith(ENVELOPE_HEAD))
     ):
         return ()
     return tuple(n for n in SEALED_FIELDS if is_envelope(getattr(event, n)))
@@ -314,7 +312,7 @@ class Payloads:
         nonce = os.urandom(12)
         data = key.encrypt(nonce, text.encode("utf-8"), self._aad(event, name))
         return (
-            _ENVELOPE
+            ENVELOPE_HEAD
             + base64.b64encode(nonce).decode()
             + '","ciphertext":"'
             + base64.b64encode(data).decode()
