@@ -16,6 +16,7 @@ from ledger.ids import new_event_id
 from ledger.model.event import Event
 from ledger.sinks import PostgresSink, SQLiteSink
 from ledger.sinks.schema import head_revision
+from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
 from ledger.sinks.url import parse_url
 
 OLD = datetime(2025, 1, 1, tzinfo=UTC)
@@ -110,3 +111,41 @@ def ledger_db(request: pytest.FixtureRequest) -> Ledger:
     name = "sqlite_ledger" if request.param == "sqlite" else "pg_ledger"
     found: Ledger = request.getfixturevalue(name)
     return found
+
+
+# --- crypto-shredding ledgers -------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No payload key from the environment: a test that wants one gives it."""
+    monkeypatch.delenv(ENV_KEY, raising=False)
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> FileKeyWrapper:
+    """An operator's payload key, in a file of the test's."""
+    return FileKeyWrapper.create(tmp_path / "payload.key")
+
+
+class _Disposer:
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_keyed(db: Ledger, key: FileKeyWrapper | None = None, *, reader: bool = False) -> Any:
+    """A sink of ``db`` given ``key`` (None: no payload key); ``reader`` opens it without
+    migrating. On PostgreSQL through an engine of the test's, so the key goes to the
+    constructor; closed with ``db``."""
+    if db.backend == "sqlite":
+        path = Path(db.url.removeprefix("sqlite:///"))
+        sink: Any = SQLiteSink(path, payload_key=key, migrate=not reader)
+    else:
+        engine = sa.create_engine(db.sql_url)
+        db.opened.append(_Disposer(engine))
+        sink = PostgresSink(engine, schema=db.schema, payload_key=key, migrate=not reader)
+    db.opened.insert(0, sink)
+    return sink

@@ -238,7 +238,7 @@ def test_an_erasure_that_erases_nothing_does_not_claim_a_destroyed_key(
 
     from ledger.cli.main import cli
     from ledger.sinks.shred import FileKeyWrapper
-    from tests.retention.test_shred import _open
+    from tests.retention.conftest import open_keyed as _open
 
     key = FileKeyWrapper.create(tmp_path / "payload.key")
     sink = _open(ledger_db, key)
@@ -295,7 +295,7 @@ def test_a_writer_that_sealed_before_another_erased_the_run_is_refused(
     are written as before."""
     from ledger.errors import PayloadKeyError
     from ledger.sinks.shred import FileKeyWrapper
-    from tests.retention.test_shred import _open
+    from tests.retention.conftest import open_keyed as _open
 
     key = FileKeyWrapper.create(tmp_path / "payload.key")
     writer = _open(ledger_db, key)
@@ -438,7 +438,7 @@ def test_a_shredding_erasure_counts_an_event_erased_before_as_already_erased(
     """One event of a shredded run erased whole first; then the run's args and result:
     that event is counted already erased, as in a ledger in clear."""
     from ledger.sinks.shred import FileKeyWrapper
-    from tests.retention.test_shred import _open
+    from tests.retention.conftest import open_keyed as _open
 
     sink = _open(ledger_db, FileKeyWrapper.create(tmp_path / "payload.key"))
     events = [Event(kind="tool_result", run_id="x1", call_id=f"c{i}", tool="t", time=OLD,

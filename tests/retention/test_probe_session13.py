@@ -110,7 +110,7 @@ def test_a_shredding_erasure_names_the_previews_its_key_sealed(
     ledger_db: Ledger, tmp_path: Path
 ) -> None:
     from ledger.sinks.shred import FileKeyWrapper
-    from tests.retention.test_shred import _open
+    from tests.retention.conftest import open_keyed as _open
 
     key = FileKeyWrapper.create(tmp_path / "payload.key")
     sink = _open(ledger_db, key)

@@ -10,52 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
 from ledger.errors import RetentionError
 from ledger.retention import Retention, Selection
-from ledger.sinks import PostgresSink, SQLiteSink
+from ledger.sinks import SQLiteSink
 from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
-from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, open_keyed, run_events
 
 pytestmark = needs_retention_schema
-
-
-@pytest.fixture(autouse=True)
-def _no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ENV_KEY, raising=False)
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> FileKeyWrapper:
-    return FileKeyWrapper.create(tmp_path / "payload.key")
-
-
-class _Disposer:
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-
-def _open(db: Ledger, key: FileKeyWrapper | None) -> Any:
-    if db.backend == "sqlite":
-        sink: Any = SQLiteSink(Path(db.url.removeprefix("sqlite:///")), payload_key=key)
-    else:
-        engine = sa.create_engine(db.sql_url)
-        db.opened.append(_Disposer(engine))
-        sink = PostgresSink(engine, schema=db.schema, payload_key=key)
-    db.opened.insert(0, sink)
-    return sink
 
 
 @pytest.fixture
 def shredding(ledger_db: Ledger, key: FileKeyWrapper) -> Iterator[tuple[Ledger, Retention]]:
     """A shredding ledger: two old runs, a young one under a hold, a floor of 30 days."""
-    sink = _open(ledger_db, key)
+    sink = open_keyed(ledger_db, key)
     sink.record_many(run_events("old-1", OLD))
     sink.record_many(run_events("old-2", OLD + timedelta(days=1), secret="bob"))
     from datetime import UTC, datetime
@@ -248,7 +218,7 @@ def test_drift_without_the_payload_key_does_not_call_sealed_evidence_drifted(
     from ledger.chain.assemble import result_ref
     from ledger.model.event import Event
 
-    sink = _open(sqlite_ledger, key)
+    sink = open_keyed(sqlite_ledger, key)
     read = Event(kind="tool_result", run_id="r1", call_id="read-1", tool="read_file",
                  time=OLD, result='"the notes"', label="notes.txt")  # fmt: skip
     cited = result_ref(read)

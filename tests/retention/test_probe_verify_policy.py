@@ -107,7 +107,7 @@ def test_a_crypto_shredding_ledger_verifies_after_key_and_whole_erasures(
     ledger_db: Ledger, tmp_path: Any
 ) -> None:
     from ledger.sinks.shred import FileKeyWrapper
-    from tests.retention.test_shred import _open
+    from tests.retention.conftest import open_keyed as _open
 
     sink = _open(ledger_db, FileKeyWrapper.create(tmp_path / "payload.key"))
     sink.record_many(run_events("old-1", OLD) + run_events("old-2", OLD, secret="bob"))

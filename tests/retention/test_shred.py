@@ -24,41 +24,11 @@ from ledger.integrity.verify import FindingKind, verify_ledger
 from ledger.retention import Retention, Selection
 from ledger.sinks import PostgresSink, SQLiteSink
 from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
-from tests.retention.conftest import OLD, Ledger, needs_retention_schema, run_events
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, open_keyed, run_events
 
 pytestmark = needs_retention_schema
 
 SKEY, VKEY = generate_key("test.example/log")
-
-
-@pytest.fixture(autouse=True)
-def _no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ENV_KEY, raising=False)
-
-
-def _open(db: Ledger, key: FileKeyWrapper | None = None, *, reader: bool = False) -> Any:
-    if db.backend == "sqlite":
-        path = Path(db.url.removeprefix("sqlite:///"))
-        sink: Any = SQLiteSink(path, payload_key=key, migrate=not reader)
-    else:  # an engine of the test's, so that the key can be given to the constructor
-        engine = sa.create_engine(db.sql_url)
-        db.opened.append(_Disposer(engine))
-        sink = PostgresSink(engine, schema=db.schema, payload_key=key, migrate=not reader)
-    db.opened.insert(0, sink)
-    return sink
-
-
-class _Disposer:
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> FileKeyWrapper:
-    return FileKeyWrapper.create(tmp_path / "payload.key")
 
 
 def _stored(db: Ledger, run: str) -> dict[str, bytes]:
@@ -75,7 +45,7 @@ def _ok(sink: Any) -> Any:
 
 
 def _shredding(db: Ledger, key: FileKeyWrapper) -> tuple[Any, Retention]:
-    sink = _open(db, key)
+    sink = open_keyed(db, key)
     sink.record_many(run_events("old-1", OLD))
     sink.record_many(run_events("old-2", OLD + timedelta(days=1), secret="bob"))
     r = Retention(sink)
@@ -97,16 +67,16 @@ def test_payloads_are_stored_encrypted_and_read_back_with_the_key(
     assert "alice@example.com" in chain.render()
     _ok(sink)
     # without the key a reader shows the envelopes, clearly encrypted, and never crashes
-    blind = _open(ledger_db, reader=True)
+    blind = open_keyed(ledger_db, reader=True)
     intent = blind.chain("old-1").actions[0].intent
     assert intent.args.startswith('{"encrypted":"aes-256-gcm"') and "alice" not in intent.args
     blind.chain("old-1").render()
     # the mode is stored: reopening with the same key reads, another key is refused
-    assert _open(ledger_db, FileKeyWrapper(key.path), reader=True).get(intent.event_id).args
+    assert open_keyed(ledger_db, FileKeyWrapper(key.path), reader=True).get(intent.event_id).args
     other = FileKeyWrapper.create(key.path.with_name("other.key"))
     for reader in (True, False):
         with pytest.raises(PayloadKeyError, match="is not this ledger's"):
-            _open(ledger_db, other, reader=reader)
+            open_keyed(ledger_db, other, reader=reader)
 
 
 def test_a_writer_without_the_key_is_refused_and_nothing_is_stored(
@@ -114,7 +84,7 @@ def test_a_writer_without_the_key_is_refused_and_nothing_is_stored(
 ) -> None:
     sink, _ = _shredding(ledger_db, key)
     size = sink.tree_head().size
-    writer = _open(ledger_db)  # no key: maintenance still opens it
+    writer = open_keyed(ledger_db)  # no key: maintenance still opens it
     with pytest.raises(PayloadKeyError, match="no payload key was given"):
         writer.record_many(run_events("new", OLD))
     assert writer.tree_head().size == size
@@ -124,11 +94,11 @@ def test_a_writer_without_the_key_is_refused_and_nothing_is_stored(
 def test_a_ledger_created_in_clear_refuses_to_be_switched(
     ledger_db: Ledger, key: FileKeyWrapper
 ) -> None:
-    plain = _open(ledger_db)
+    plain = open_keyed(ledger_db)
     plain.record_many(run_events("old-1", OLD))
     with pytest.raises(PayloadKeyError, match="created without crypto-shredding"):
-        _open(ledger_db, key)
-    assert _open(ledger_db, key, reader=True).chain("old-1").request is not None
+        open_keyed(ledger_db, key)
+    assert open_keyed(ledger_db, key, reader=True).chain("old-1").request is not None
     assert b"alice" in b"".join(_stored(ledger_db, "old-1").values())
 
 
@@ -151,7 +121,7 @@ def test_erasing_a_run_destroys_its_key_and_the_log_verifies_before_and_after(
     assert wrapped == [(None,)]
     result = verify_ledger(sink, [Verifier.from_key(VKEY)], [checkpoint.text])
     assert result.ok, [f.message for f in result.errors]
-    fresh = _open(ledger_db, key, reader=True)
+    fresh = open_keyed(ledger_db, key, reader=True)
     chain = fresh.chain("old-1")
     text = chain.render()
     assert "[erased: GDPR Art. 17 request 42]" in text and "encrypted" not in text
@@ -164,12 +134,12 @@ def test_erasing_a_run_destroys_its_key_and_the_log_verifies_before_and_after(
     again = r.erase(Selection.of_run("old-1"), reason="again", fields=["args", "result"])
     assert again.erased == 0 and not again.shredded and again.already == holding
     with pytest.raises(PayloadKeyError, match="was erased"):
-        _open(ledger_db, key).record_many(run_events("old-1", OLD + timedelta(hours=1)))
+        open_keyed(ledger_db, key).record_many(run_events("old-1", OLD + timedelta(hours=1)))
     # a whole erasure: tombstones as in any ledger, and the key goes too
     whole = r.erase(Selection.of_run("old-2"), reason="expired")
     assert whole.shredded and whole.erased == len(_stored(ledger_db, "old-2"))
     assert all(b'"erased":{' in d for d in _stored(ledger_db, "old-2").values())
-    _ok(_open(ledger_db, key, reader=True))
+    _ok(open_keyed(ledger_db, key, reader=True))
     assert r.tables_changed() == ""  # the erasures table agrees with the log's records
 
 
@@ -183,7 +153,7 @@ def test_a_changed_ciphertext_is_tampering(ledger_db: Ledger, key: FileKeyWrappe
     result = verify_ledger(sink, [Verifier.from_key(VKEY)])
     assert not result.ok and any(f.kind is FindingKind.CHANGED for f in result.errors)
     with pytest.raises(CorruptRecord, match="does not decrypt"):
-        _open(ledger_db, key, reader=True).get(event_id)
+        open_keyed(ledger_db, key, reader=True).get(event_id)
 
 
 def test_vacuum_gives_back_the_destroyed_key_bytes(tmp_path: Path, key: FileKeyWrapper) -> None:
@@ -362,7 +332,7 @@ def test_erasing_args_or_result_alone_is_refused_where_one_key_covers_both(
     assert ledger_db.sql("SELECT wrapped IS NULL FROM {p}run_keys WHERE run_id = 'old-1'") == [
         (False,)
     ]
-    chain = _open(ledger_db, key, reader=True).chain("old-1")
+    chain = open_keyed(ledger_db, key, reader=True).chain("old-1")
     assert "alice" in str(chain.actions[0].result.result if chain.actions[0].result else "")
     _ok(sink)
 
@@ -372,7 +342,7 @@ def test_previews_are_sealed_with_the_payloads(ledger_db: Ledger, key: FileKeyWr
     ledger it is stored encrypted too, read back with the key, and erased with the run."""
     from ledger.model import Event, Kind
 
-    sink = _open(ledger_db, key)
+    sink = open_keyed(ledger_db, key)
     clip = "deploy key for staging: hunter2-preview"
     sink.record(
         Event(kind=Kind.TOOL_RESULT, run_id="p-1", call_id="c1", tool="read", time=OLD).replace(
@@ -383,7 +353,7 @@ def test_previews_are_sealed_with_the_payloads(ledger_db: Ledger, key: FileKeyWr
     assert not any(b"hunter2-preview" in d for d in stored.values())
     (back,) = list(sink.events(run_id="p-1"))
     assert back.preview == clip
-    blind = _open(ledger_db, reader=True)
+    blind = open_keyed(ledger_db, reader=True)
     (sealed,) = list(blind.events(run_id="p-1"))
     assert "hunter2" not in sealed.preview and sealed.preview.startswith('{"encrypted"')
 
@@ -408,8 +378,8 @@ def test_the_demo_on_a_shredding_ledger_without_the_key_is_one_error_line(
 def test_a_reader_opened_before_the_ledger_was_made_shredding_shows_what_was_erased(
     ledger_db: Ledger, key: FileKeyWrapper
 ) -> None:
-    _open(ledger_db)  # the schema, no events: the ledger has no payload mode yet
-    early = _open(ledger_db, reader=True)
+    open_keyed(ledger_db)  # the schema, no events: the ledger has no payload mode yet
+    early = open_keyed(ledger_db, reader=True)
     _, r = _shredding(ledger_db, key)
     done = r.erase(Selection.of_run("old-1"), reason="GDPR Art. 17", fields=["args", "result"])
     for _ in range(2):  # the first read settles the payload mode; the second reads as settled
@@ -426,8 +396,8 @@ def test_a_reader_of_a_ledger_in_clear_shows_payloads_that_look_encrypted_as_sto
     look = {"encrypted": "aes-256-gcm", "nonce": "AAAA", "data": "BBBB"}
     events = run_events("clear-1", OLD)
     events[1] = events[1].replace(args=look, preview=json.dumps(look))
-    _open(ledger_db).record_many(events)
-    reader = _open(ledger_db, reader=True)
+    open_keyed(ledger_db).record_many(events)
+    reader = open_keyed(ledger_db, reader=True)
     for _ in range(2):  # before the payload mode is settled and after
         intent = reader.chain("clear-1").actions[0].intent
         assert intent.args is not None and json.loads(intent.args) == look
