@@ -148,18 +148,9 @@ def verify_refs(refs: Iterable[Ref], resolver: Resolver) -> list[RefCheck]:
 
 
 def chain_refs(chain: Chain) -> list[Ref]:
-    """Every distinct ref of a chain: what was available, then each action's evidence.
-
-    An item that was available and is cited as evidence is listed as cited (the hash the
-    action captured), not also with the hash the chain read it with: that one is of the
-    content as it is now (a result erased, or changed, since), which would list it twice
-    and call it intact beside the citation that says it drifted."""
-    evidence = [r for a in chain.actions for r in a.evidence]
-    cited: dict[tuple[object, str], list[Ref]] = {}
-    for ref in evidence:
-        cited.setdefault((ref.source, ref.id), []).append(ref)
-    refs = [c for r in chain.available for c in cited.get((r.source, r.id), [r])]
-    return list(dict.fromkeys([*refs, *evidence]))
+    """Every distinct ref of a chain: what was available, then each action's evidence."""
+    refs = list(chain.available) + [r for a in chain.actions for r in a.evidence]
+    return list(dict.fromkeys(refs))
 
 
 def _source(value: RefSource | str) -> RefSource:

@@ -30,7 +30,6 @@ from ledger import (
     verify_refs,
 )
 from ledger.drift import chain_refs
-from ledger.sinks import MemoryReader
 
 
 def verify(refs: Iterable[Ref], resolver: object) -> list[RefCheck]:
@@ -413,20 +412,6 @@ def test_chain_refs_lists_available_then_evidence_without_duplicates() -> None:
     read_ref = Ref(source="tool", id=str(read.event_id), hash=content_hash('"r"'))
     assert chain_refs(chain) == [m1, read_ref, head, m2]
     assert chain_refs(assemble_chain([])) == []
-
-
-def test_an_available_item_also_cited_is_listed_once_as_cited() -> None:
-    """A result read in the run and cited by an action: listed once, with the hash the
-    action captured, even when the result has changed (or was erased) since: the hash
-    the chain reads now would list it a second time, as intact."""
-    read = Event(kind=Kind.TOOL_RESULT, run_id="r1", call_id="s1", result='"now"')
-    captured = Ref(source="tool", id=str(read.event_id), hash=content_hash('"then"'))
-    events = [read, Event(kind=Kind.ACTION, run_id="r1", call_id="c1", tool="t", refs=(captured,))]
-    chain = assemble_chain(events)
-    assert [r.hash for r in chain.available] == [content_hash('"now"')]
-    assert chain_refs(chain) == [captured]
-    checks = verify(chain_refs(chain), EventResolver(MemoryReader(events)))
-    assert [c.state for c in checks] == [RefState.DRIFTED]
 
 
 # --- property: a verdict of intact is never given without evidence --------------------
