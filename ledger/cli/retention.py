@@ -408,8 +408,8 @@ def hold_list(db: str, show_all: bool, as_json: bool) -> None:
 )  # fmt: skip
 @click.option(
     "--field", "fields", multiple=True, metavar="NAME",
-    help="Erase only this field (repeatable, e.g. --field args --field result; args or "
-    "result take the preview, the gate's clip of them, along).",
+    help="Erase only this field (repeatable, e.g. --field args --field result; the two "
+    "together take the preview, the gate's clip of them, along).",
 )  # fmt: skip
 @_reason
 @_by

@@ -338,7 +338,7 @@ class _Txn:
 
 
 CLIPPED = frozenset(("args", "result"))
-"""The fields an event's ``preview`` clips: erasing one of them erases the preview too."""
+"""The fields an event's ``preview`` clips: erasing both erases the preview too."""
 
 
 class Retention:
@@ -1151,7 +1151,8 @@ class Retention:
         each: Callable[[Selected], None] | None = None,
     ) -> ErasureOutcome:
         """Erase the events ``selection`` picks (``fields`` of each; all by default;
-        ``args`` or ``result`` take the ``preview`` along, the gate's clip of them).
+        ``args`` and ``result`` together take the ``preview`` along, the gate's clip of
+        them).
 
         Refused, nothing changed (``RetentionError``): no policy set, an event inside the
         floor, an event under a legal hold, an unknown run or event id, a retention
@@ -1179,8 +1180,9 @@ class Retention:
                 f"--field: {', '.join(unknown) or '(none)'} cannot be erased; erasable fields "
                 f"are {', '.join(ALL_FIELDS)}"
             )
-        if CLIPPED & set(wanted):  # the preview is the gate's clip of args or result:
-            # keeping it would keep what was to be erased
+        if set(wanted) >= CLIPPED:  # the preview is the gate's clip of args or result:
+            # with both gone, keeping it would keep what was to be erased (with one, it
+            # may clip the other, kept: name preview to take it too)
             wanted = tuple(f for f in ALL_FIELDS if f in {*wanted, "preview"})
         run = RetentionRun()
         try:

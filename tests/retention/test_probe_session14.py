@@ -318,12 +318,14 @@ def test_a_result_in_clear_that_looks_encrypted_is_still_checked(sqlite_ledger: 
 
 
 @pytest.mark.parametrize("fields", [["args", "result"], ["args"], ["result"]])
-def test_erasing_args_or_result_takes_the_preview_that_clips_them(
+def test_erasing_args_and_result_takes_the_preview_that_clips_them(
     sqlite_ledger: Ledger, fields: list[str]
 ) -> None:
     """The preview is the gate's clip of an event's args or result: a field erasure of
     args and result (the documented way to minimise data) left it, and with it the text,
-    in ``events --json``, the CSV and the viewer's search."""
+    in ``events --json``, the CSV and the viewer's search. Naming only one of them
+    leaves every preview (one may clip the field kept) and every event that holds none
+    of the named fields as it was."""
     import json
 
     from ledger.model.event import Event
@@ -342,16 +344,21 @@ def test_erasing_args_or_result_takes_the_preview_that_clips_them(
         r = Retention(sink)
         r.set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
         done = r.erase(Selection.of_run("r1"), reason="minimise", fields=fields)
-        assert "preview" in done.fields
-        assert done.erased == 3  # every event held a preview
-        assert all(secret not in e.preview for e in sink.events(run_id="r1"))
-        assert all(e.erased is not None and "preview" in e.erased.fields
-                   for e in sink.events(run_id="r1"))  # fmt: skip
-    listed = CliRunner().invoke(cli, ["events", "--db", sqlite_ledger.url, "--run", "r1", "--nl"])
-    assert listed.exit_code == 0, listed.output
-    left = {f for f in ("args", "result") if f not in fields}  # what was not asked to go
-    if not left:
-        assert secret not in listed.output
+        stored = list(sink.events(run_id="r1"))
+    if fields == ["args", "result"]:
+        assert "preview" in done.fields and done.erased == 3  # every event held a preview
+        assert all(secret not in e.preview for e in stored)
+        assert all(e.erased is not None and "preview" in e.erased.fields for e in stored)
+        listed = CliRunner().invoke(
+            cli, ["events", "--db", sqlite_ledger.url, "--run", "r1", "--nl"]
+        )
+        assert listed.exit_code == 0 and secret not in listed.output, listed.output
+    else:
+        holding = [e for e in run if getattr(e, fields[0]) is not None]
+        assert done.fields == tuple(fields) and done.erased == len(holding)
+        assert all(e.preview == kept.preview for e, kept in zip(stored, run, strict=True))
+        untouched = [e for e in stored if getattr(e, fields[0]) is None and e.erased is None]
+        assert len(untouched) == len(run) - len(holding)
     verified = _verify(sqlite_ledger)
     assert verified.exit_code == 0, verified.output
 
