@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import inspect
 import logging
 import os
@@ -1114,6 +1115,7 @@ class McpGateway:
                 on_listening(url)
             # kept: uvicorn's lifespan task logs its cancellation after serve() has ended
             logging.getLogger("uvicorn.error").addFilter(_QUIET_CANCEL)
+            logging.getLogger("asyncio").addFilter(_QUIET_CLOSED_ACCEPT)
             await uvicorn.Server(config).serve(sockets=[sock])
         finally:
             sock.close()
@@ -1241,6 +1243,24 @@ class _QuietCancel(logging.Filter):
 
 
 _QUIET_CANCEL = _QuietCancel()
+
+
+class _QuietClosedAccept(logging.Filter):
+    """Drops asyncio's log of an accept that found the listening socket closed
+    (``EBADF`` in ``_accept_connection``): a client connecting just as SIGTERM stops the
+    gateway, whose socket is closed with the connection still queued. Not an error of
+    the gateway's, and it printed a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (
+            isinstance(exc, OSError)
+            and exc.errno == errno.EBADF
+            and "_accept_connection" in record.getMessage()
+        )
+
+
+_QUIET_CLOSED_ACCEPT = _QuietClosedAccept()
 
 
 class _TracedOnly:
