@@ -717,12 +717,22 @@ class Retention:
         reason, actor and time (what readers show as the erasure). A key destroyed by
         SQL (a run's payloads made unreadable inside the floor or under a hold, with no
         erasure), or put back (a shredded run readable again), is refused."""
+        k = self._keys
+        mode = ShredTables(self._schema).mode
+        if (
+            conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None
+            and conn.execute(sa.select(k.c.run_id).limit(1)).first() is not None
+        ):
+            raise _tampered(
+                "the run_keys table holds data keys but the payload_mode row is gone: the "
+                "ledger was created with crypto-shredding and the row recording it was "
+                "deleted outside the ledger (a writer would store new payloads in clear)"
+            )
         claimed: dict[str, tuple[str, dict[str, Any]]] = {}
         for event_id, _tool, record in self._logged(conn, [ERASE_TOOL], records):
             shredded = record.get("shredded") if isinstance(record, dict) else None
             if isinstance(shredded, dict) and isinstance(shredded.get("run_id"), str):
                 claimed[shredded["run_id"]] = (event_id, record)
-        k = self._keys
         gone = conn.execute(
             sa.select(
                 k.c.run_id,
@@ -785,10 +795,12 @@ class Retention:
         envelope in a sealed field. Not run before each erasure (it
         would scan the ledger); :meth:`tables_changed` runs it for ``ledger verify``."""
         del records  # the run keys are checked against the log by _trusted_keys
-        mode = ShredTables(self._schema).mode
-        if conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None:
-            return  # a ledger in clear
         t, k = self._events, self._keys
+        mode = ShredTables(self._schema).mode
+        if conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None and (
+            conn.execute(sa.select(k.c.run_id).limit(1)).first() is None
+        ):
+            return  # a ledger in clear (a lost mode row: _trusted_keys says so)
         marks = (ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT)  # as args/result, as a preview
         keyless = (
             sa.select(t.c.run_id)

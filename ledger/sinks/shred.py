@@ -53,7 +53,7 @@ import sqlalchemy as sa
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ledger.errors import CorruptRecord, PayloadKeyError, StorageError
+from ledger.errors import CorruptRecord, IntegrityError, PayloadKeyError, StorageError
 from ledger.model.erasure import ALL_FIELDS, Erasure
 from ledger.model.event import Event
 from ledger.model.sealed import ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT, is_envelope
@@ -549,6 +549,8 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
             or wrapper is None
             or conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is None
         )
+        if mode is None:
+            mode = _lost_mode(sink, conn, t, writer=writer)
     if mode is None:
         if wrapper is None:
             return
@@ -616,6 +618,8 @@ class _KeylessDecode:
         try:
             with reading as conn:
                 mode = conn.execute(sa.select(self._t.mode.c.scheme).limit(1)).first()
+                if mode is None:  # a clear ledger, unless data keys lost their mode row
+                    mode = conn.execute(sa.select(self._t.keys.c.run_id).limit(1)).first()
         except (sa.exc.SQLAlchemyError, StorageError) as exc:  # the hook stays
             # (a role allowed to read only the events, say): each row is still checked
             log.debug("payload mode not read (%s); each row is checked for envelopes", exc)
@@ -662,13 +666,46 @@ def shows_sealed(sink: Any) -> bool:
 
 def shredding(sink: Any) -> bool:
     """True when the SQL ledger ``sink`` was created in shredding mode (False for any
-    other store, and for a SQL ledger created in clear)."""
+    other store, and for a SQL ledger created in clear). A ledger whose ``payload_mode``
+    row was deleted but whose data keys remain is still one."""
     if not hasattr(sink, "_reading") or not hasattr(sink, "_table"):
         return False
     t = ShredTables(getattr(sink, "schema", None))
     reading: AbstractContextManager[sa.Connection] = sink._reading()
-    with reading as conn:
-        return conn.execute(sa.select(t.mode.c.scheme)).first() is not None
+    with reading as conn:  # a data key without the mode row: the row was deleted
+        return any(
+            conn.execute(sa.select(column).limit(1)).first() is not None
+            for column in (t.mode.c.scheme, t.keys.c.run_id)
+        )
+
+
+def _lost_mode(
+    sink: Any, conn: sa.Connection, t: ShredTables, *, writer: bool
+) -> tuple[str, str] | None:
+    """The payload mode of a ledger whose ``payload_mode`` row is missing: None (a
+    ledger in clear) when ``run_keys`` holds no data key either. A data key without the
+    mode row means the row was deleted outside the ledger: a writer is refused
+    (``IntegrityError``: it would store the payloads of new runs in clear), a reader
+    reads on in shredding mode under the key the data keys name, and ``ledger verify``
+    reports the deletion (:meth:`ledger.retention.Retention.tables_changed`)."""
+    found = conn.execute(sa.select(t.keys.c.key_id).limit(1)).first()
+    if found is None:
+        return None
+    where = getattr(sink, "path", None) or "this ledger"
+    if writer:
+        raise IntegrityError(
+            f"{where}: its run_keys table holds data keys but its payload_mode row is "
+            "gone: the ledger was created with crypto-shredding and the row recording "
+            "that was deleted outside the ledger, so nothing was written (new payloads "
+            "would be stored in clear). Run `ledger verify`, and put the row back from a "
+            "backup"
+        )
+    log.warning(
+        "%s: the payload_mode row is missing but run keys exist (deleted outside the "
+        "ledger); reading it as a crypto-shredding ledger. Run `ledger verify`",
+        where,
+    )
+    return SCHEME, str(found[0])
 
 
 def _create_mode(sink: Any, t: ShredTables, wrapper: KeyWrapper) -> tuple[str, str]:
