@@ -103,6 +103,11 @@ class LedgerGroup(click.Group):
         debugging = bool(ctx.params.get("debug")) or _debugging()
         held = None if debugging else _hold_warnings()
         try:
+            # click 8.2 keeps the subcommand's name in _protected_args (its property warns)
+            protected = getattr(ctx, "_protected_args", None)
+            if protected is None:  # click 8.1
+                protected = ctx.protected_args
+            refuse_repeated_options(ctx, self, [*protected, *ctx.args])
             value = super().invoke(ctx)
         except click.ClickException as exc:
             if isinstance(exc, click.UsageError):  # click's own form: usage, hint, error
@@ -137,6 +142,43 @@ class LedgerGroup(click.Group):
         if held is not None:
             held.flush_held()
         return value
+
+
+def refuse_repeated_options(ctx: click.Context, group: click.Group, args: list[str]) -> None:
+    """A usage error when the command ``args`` name (below ``group``) is given an option
+    that takes one value more than once: click keeps the last and drops the others, so
+    ``ledger erase --db A --db B`` would act on B and ``--reason a --reason b`` would
+    record b without a word. Flags, counts and options that take several values
+    (``multiple``) may repeat. Arguments click cannot parse are left to its own parse,
+    which says what is wrong with them."""
+    command: click.Command = group
+    parent = ctx
+    while isinstance(command, click.Group) and args:
+        name, found, args = command.resolve_command(parent, args)
+        if found is None or name is None:
+            return
+        command = found
+        parent = click.Context(command, info_name=name, parent=parent, resilient_parsing=True)
+        try:
+            _opts, rest, order = command.make_parser(parent).parse_args(args=list(args))
+        except click.UsageError:
+            return
+        seen: dict[str, int] = {}
+        for param in order:
+            if (
+                isinstance(param, click.Option)
+                and not (param.multiple or param.count or param.is_flag)
+                and param.name is not None
+            ):
+                seen[param.name] = seen.get(param.name, 0) + 1
+                if seen[param.name] == 2:
+                    shown = max(param.opts, key=len)
+                    raise click.UsageError(
+                        f"{shown} was given more than once; give it once (the command "
+                        "would act on the last value alone)",
+                        ctx=parent,
+                    )
+        args = rest
 
 
 @click.group(
