@@ -638,37 +638,58 @@ class Retention:
     def _trusted_holds(
         self, conn: sa.Connection, records: list[tuple[str, str, Any]] | None = None
     ) -> list[Hold]:
-        """The standing holds, checked against the hold records in the log: a hold the
-        log placed and did not release must stand in the table, with the scope the log
-        gave it, and every hold of the table must be one the log placed (a hold
-        released, deleted, narrowed or added by SQL is refused)."""
-        every = self._holds(conn, released=True)
-        holds = [h for h in every if h.active]
-        logged: dict[str, Any] = {}
-        placed: set[str] = set()
+        """The standing holds, checked against the hold records in the log: every hold
+        the log placed must be in the table as placed (scope, reason, who, when) and, as
+        the log says, standing or released (when, by whom, why, by which record), and
+        every hold of the table must be one the log placed. A hold released, put back,
+        deleted, narrowed, added or re-attributed by SQL is refused: the report shows
+        the table's holds, their reasons and their times."""
+        rows = {str(r.hold_id): r for r in conn.execute(sa.select(self._t.holds))}
+        placed: dict[str, dict[str, Any]] = {}
+        released: dict[str, tuple[str, dict[str, Any]]] = {}
         holding = [HOLD_ADD_TOOL, HOLD_RELEASE_TOOL]
         for event_id, tool, record in self._logged(conn, holding, records):
             if not isinstance(record, dict) or not isinstance(record.get("hold"), str):
                 raise _tampered(f"hold record {event_id} is malformed")
             if tool == HOLD_ADD_TOOL:
-                logged[record["hold"]] = record
-                placed.add(record["hold"])
+                placed[record["hold"]] = record
             else:
-                logged.pop(record["hold"], None)
-        forged = sorted(h.hold_id for h in every if h.hold_id not in placed)
+                released.setdefault(record["hold"], (event_id, record))
+        forged = sorted(set(rows) - set(placed))
         if forged:
             raise _tampered(
                 f"the holds table holds {forged[0]}, which no hold record in the log placed"
             )
-        table = {h.hold_id: h for h in holds}
-        for hold_id, record in logged.items():
-            hold = table.get(hold_id)
+        holds: list[Hold] = []
+        for hold_id, record in placed.items():
+            row = rows.get(hold_id)
+            hold = None if row is None else _hold(row)
             scope = {k: record.get(k) for k in ("run_id", "since", "until") if k in record}
-            if hold is None or _hold_scope(hold) != scope:
+            if row is None or hold is None or _hold_scope(hold) != scope:
                 raise _tampered(
-                    f"legal hold {hold_id} ({record.get('covers', '?')}) stands in the log "
-                    "but not, or not as placed, in the holds table"
+                    f"legal hold {hold_id} ({record.get('covers', '?')}) was placed in the "
+                    "log but is not, or not as placed, in the holds table"
                 )
+            said = _said(record, hold.reason, hold.created_by, row.created_us)
+            ended = released.get(hold_id)
+            if ended is None:
+                said = said and hold.active and row.release_record is None
+            else:
+                release_id, ending = ended
+                said = (
+                    said
+                    and not hold.active
+                    and row.release_record == release_id
+                    and _said(ending, hold.release_reason, hold.released_by, row.released_us)
+                )
+            if not said:
+                raise _tampered(
+                    f"legal hold {hold_id} ({record.get('covers', '?')}): the holds table "
+                    "says other than the log's hold records of who placed it, when and why, "
+                    "or whether, when, by whom and why it was released"
+                )
+            if hold.active:
+                holds.append(hold)
         return holds
 
     def _trusted(self, conn: sa.Connection) -> tuple[list[Any], PolicyState | None, list[Hold]]:
@@ -2007,6 +2028,22 @@ def _field_text(value: Any, name: str) -> str | None:
     if name == "preview":
         return value if isinstance(value, str) else None
     return orjson.dumps(value).decode()
+
+
+def _said(record: dict[str, Any], reason: str, by: str, at_us: object) -> bool:
+    """True when a hold record of the log (``reason``, ``by``, ``at``) says what the
+    holds table's row says (a member the record does not hold is not compared)."""
+    if "reason" in record and record["reason"] != reason:
+        return False
+    if "by" in record and record["by"] != by:
+        return False
+    if "at" in record:
+        try:
+            at = to_micros(parse_time(str(record["at"])))
+        except ValidationError:
+            return False
+        return type(at_us) is int and at == at_us
+    return True
 
 
 def _hold_scope(hold: Hold) -> dict[str, Any]:

@@ -114,6 +114,46 @@ def test_an_erasures_table_changed_by_sql_is_reported_and_refuses_erasures(
     assert "erasures table" in json.loads(report.stdout)["retention"]["tables_changed"]
 
 
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "UPDATE {p}legal_holds SET reason = 'routine' WHERE released_us IS NULL",
+        "UPDATE {p}legal_holds SET created_by = 'nobody' WHERE released_us IS NULL",
+        "UPDATE {p}legal_holds SET created_us = 253402300799000000 WHERE released_us IS NULL",
+        "UPDATE {p}legal_holds SET released_us = 1 WHERE released_us IS NOT NULL",
+        "UPDATE {p}legal_holds SET release_reason = 'x' WHERE released_us IS NOT NULL",
+        "UPDATE {p}legal_holds SET released_by = 'x' WHERE released_us IS NOT NULL",
+        "UPDATE {p}legal_holds SET release_record = NULL WHERE released_us IS NOT NULL",
+        "UPDATE {p}legal_holds SET released_us = NULL, released_by = NULL, "
+        "release_reason = NULL, release_record = NULL WHERE released_us IS NOT NULL",
+        "UPDATE {p}legal_holds SET release_record = hold_id WHERE released_us IS NULL",
+    ],
+)
+def test_a_holds_table_changed_by_sql_is_reported_and_refuses_changes(
+    ledger_db: Ledger, forgery: str
+) -> None:
+    """The report lists the holds table's holds, their reasons and times: who placed a
+    hold, when and why, and whether, when, by whom and why it was released must be
+    what the log's hold records say, not only its scope."""
+    r, _, hold_id = _prepared(ledger_db)
+    r.release_hold(hold_id, reason="case closed")
+    r.add_hold(since=OLD - timedelta(days=9), until=OLD - timedelta(days=1), reason="range")
+    assert r.tables_changed() == ""
+    ledger_db.sql(forgery)
+    before = _rows(ledger_db)
+    assert "legal hold" in r.tables_changed()
+    with pytest.raises(RetentionError, match="changed outside the ledger"):
+        r.erase(Selection.of_run("old-1"), reason="again")
+    with pytest.raises(RetentionError, match="changed outside the ledger"):
+        r.add_hold(run_id="young", reason="another")
+    assert _rows(ledger_db) == before
+    result = CliRunner().invoke(cli, ["verify", "--db", ledger_db.url, "--json"])
+    assert result.exit_code == 1 and "retention-tables" in result.stdout
+    report = CliRunner().invoke(cli, ["report", "--db", ledger_db.url, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    assert "legal hold" in json.loads(report.stdout)["retention"]["tables_changed"]
+
+
 def test_a_policy_row_the_ledger_never_writes_is_a_changed_table(ledger_db: Ledger) -> None:
     r, _, _ = _prepared(ledger_db)
     ledger_db.sql("UPDATE {p}retention_policy SET keep_s = 5400 WHERE version = 2")
