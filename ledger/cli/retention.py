@@ -529,10 +529,17 @@ def erase(
 
 @click.command("vacuum", short_help="Reclaim the space of erased rows (VACUUM).")
 @url_or_db
+@click.option(
+    "--full", is_flag=True,
+    help="PostgreSQL: VACUUM FULL, which rewrites the tables so no old copy of an erased "
+    "row is left in them (writers wait meanwhile). SQLite's VACUUM always does.",
+)  # fmt: skip
 @json_option
-def db_vacuum(url: str, as_json: bool) -> None:
+def db_vacuum(url: str, full: bool, as_json: bool) -> None:
     """SQLite VACUUM / PostgreSQL VACUUM: reclaims the space erased rows left. Deletes no
-    row, so nothing the floor or a hold protects is touched."""
+    row, so nothing the floor or a hold protects is touched. SQLite's VACUUM rewrites
+    the file, leaving no old copy of an erased row in it; on PostgreSQL, plain VACUUM
+    only marks that space free: --full rewrites the tables."""
     from ledger.report.database import database_url
     from ledger.retention.vacuum import vacuum
     from ledger.sinks.opening import open_sink
@@ -542,7 +549,7 @@ def db_vacuum(url: str, as_json: bool) -> None:
         pass  # the ledger exists and its schema is current
     sink: Any = open_sink(url)
     try:
-        outcome = vacuum(sink)
+        outcome = vacuum(sink, full=full)
     finally:
         sink.close()
     if as_json:

@@ -1235,6 +1235,8 @@ class Retention:
     ) -> ErasureOutcome:
         record_id = str(run.record_id)
         with self._writing() as conn:
+            if conn.dialect.name == "sqlite":  # the bytes an erasure frees are zeroed
+                conn.exec_driver_sql("PRAGMA secure_delete = ON")
             txn = _Txn(conn=conn, now=self._now(conn))
             logged, state, holds = self._trusted(conn)
             if state is None:

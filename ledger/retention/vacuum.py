@@ -5,11 +5,16 @@
 1048576
 
 An erased row keeps a small fixed size (its tombstone); the bytes its content held are
-free pages that ``VACUUM`` gives back. Vacuum deletes no row and changes no stored
-byte: the only way data leaves the ledger is an erasure, which the floor and legal holds
-govern, so what they protect is never touched. The tree head and the row count are read
-before and after; if they differ (a writer in between is fine: it can only add) the
-outcome says so.
+free space that ``VACUUM`` gives back. SQLite's ``VACUUM`` rewrites the database file, so
+no copy of an erased row's old bytes is left in it (nor in its WAL, truncated after).
+PostgreSQL's plain ``VACUUM`` marks the space of old row versions free without
+overwriting it: ``full=True`` (``ledger db vacuum --full``) runs ``VACUUM FULL``, which
+rewrites the tables (holding an exclusive lock on each while it does: writers wait).
+
+Vacuum deletes no row and changes no stored byte: the only way data leaves the ledger is
+an erasure, which the floor and legal holds govern, so what they protect is never
+touched. The row count is read before and after: fewer rows after (deleted outside
+the ledger meanwhile; a writer in between can only add) is an error.
 """
 
 from __future__ import annotations
@@ -55,9 +60,10 @@ class VacuumOutcome:
         }
 
 
-def vacuum(sink: Any) -> VacuumOutcome:
+def vacuum(sink: Any, *, full: bool = False) -> VacuumOutcome:
     """Run ``VACUUM`` on the SQL ledger behind ``sink`` (a ``SQLiteSink`` or
-    ``PostgresSink`` that owns its engine)."""
+    ``PostgresSink`` that owns its engine); ``full``: PostgreSQL's ``VACUUM FULL``
+    (SQLite's ``VACUUM`` always rewrites the file)."""
     engine: sa.Engine | None = getattr(sink, "_engine", None)
     if engine is None or not hasattr(sink, "_trees"):
         raise ValidationError(
@@ -97,7 +103,7 @@ def vacuum(sink: Any) -> VacuumOutcome:
         before = _pg_size(engine, qualified)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             for name in qualified:
-                conn.exec_driver_sql(f"VACUUM (ANALYZE) {name}")
+                conn.exec_driver_sql(f"VACUUM ({'FULL, ' if full else ''}ANALYZE) {name}")
         after = _pg_size(engine, qualified)
     rows_after = sink.count_rows()
     if rows_after < rows_before:  # cannot happen through the ledger: say so loudly
