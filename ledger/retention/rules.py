@@ -211,6 +211,18 @@ class Hold:
                 "a hold covers either a run (--run RUN_ID) or a time range (--since and/or "
                 "--until), not both and not neither"
             )
+        if self.run_id is not None and not isinstance(self.run_id, str):
+            raise ValidationError(
+                f"hold: the run id must be text (as `ledger runs` shows it), not "
+                f"{type(self.run_id).__name__}"
+            )
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise ValidationError(
+                    f"hold: {name} must be a datetime with a time zone (e.g. "
+                    f"datetime(2026, 1, 31, tzinfo=UTC)), not {value!r}"
+                )
         if self.run_id is not None and not self.run_id:
             raise ValidationError("hold: the run id is empty")
         if isinstance(self.run_id, str):

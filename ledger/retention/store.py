@@ -380,7 +380,13 @@ class Retention:
         retention record (a clock behind would date a change before the ones it follows,
         and the report would show it in a period it was not made in)."""
         wall = utc_now()
-        now = min(self._clock().astimezone(UTC), wall)
+        told = self._clock()
+        if not isinstance(told, datetime) or told.tzinfo is None:
+            raise ValidationError(
+                f"Retention(clock=...) returned {told!r}: it must return a datetime with a "
+                "time zone (e.g. datetime.now(UTC)); nothing was changed"
+            )
+        now = min(told.astimezone(UTC), wall)
         t = self._events
         latest = conn.execute(
             sa.select(sa.func.max(t.c.time_us)).where(*_admin_runs(t.c.run_id))
@@ -1449,8 +1455,8 @@ class Retention:
         return (
             f"{int(row[0])} selected event(s) are inside the retention floor of "
             f"{format_duration(state.policy.floor)} (the youngest from "
-            f"{format_time_us(from_micros(int(row[1])))}; nothing after "
-            f"{format_time_us(from_micros(cutoff))} may be erased)"
+            f"{format_time_us(from_micros(int(row[1])))}; nothing at or "
+            f"after {format_time_us(from_micros(cutoff))} may be erased)"
         )
 
     def _holds_problem(self, conn: sa.Connection, where: list[Any], holds: list[Hold]) -> str:

@@ -4,7 +4,9 @@ as such, and an empty erase reason is a one-line refusal like every other."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -74,3 +76,38 @@ def test_setting_the_same_policy_again_says_nothing_was_recorded(tmp_path: Path)
     assert "unchanged" not in first.stdout and "unchanged: nothing recorded" in again.stdout
     with SQLiteSink(path) as sink:
         assert len(Retention(sink).policies()) == 1
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"run_id": 5}, "run id must be text"),
+        ({"run_id": ["r0"]}, "run id must be text"),
+        ({"since": "2025-01-01"}, "since must be a datetime with a time zone"),
+        ({"until": datetime(2025, 1, 1)}, "until must be a datetime with a time zone"),
+    ],
+)
+def test_a_hold_of_the_wrong_type_is_a_validation_error(
+    tmp_path: Path, given: dict[str, Any], said: str
+) -> None:
+    """Not a TypeError from deep inside nor a database error: what was wrong, and
+    nothing recorded."""
+    sink = SQLiteSink(tmp_path / "l.db")
+    sink.record_many(run_events("r0", OLD))
+    r = Retention(sink)
+    with pytest.raises(ValidationError, match=said):
+        r.add_hold(reason="litigation", **given)
+    assert r.holds() == []
+    sink.close()
+
+
+@pytest.mark.parametrize("told", ["noon", None, datetime(2025, 1, 1)])
+def test_a_clock_that_gives_no_aware_time_is_a_validation_error(
+    tmp_path: Path, told: object
+) -> None:
+    sink = SQLiteSink(tmp_path / "l.db")
+    r = Retention(sink, clock=lambda: told)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValidationError, match="clock"):
+        r.set_policy(keep="400d", reason="v1")
+    assert Retention(sink).policy() is None
+    sink.close()
