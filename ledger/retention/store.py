@@ -824,10 +824,27 @@ class Retention:
         del records  # the run keys are checked against the log by _trusted_keys
         t, k = self._events, self._keys
         mode = ShredTables(self._schema).mode
-        if conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None and (
-            conn.execute(sa.select(k.c.run_id).limit(1)).first() is None
-        ):
+        stated = conn.execute(sa.select(mode.c.key_id).limit(1)).first()
+        if stated is None and conn.execute(sa.select(k.c.run_id).limit(1)).first() is None:
             return  # a ledger in clear (a lost mode row: _trusted_keys says so)
+        if stated is not None:
+            other = conn.execute(
+                sa.select(k.c.run_id, k.c.key_id).where(k.c.key_id != stated[0]).limit(1)
+            ).first()
+            if other is not None:
+                raise _tampered(
+                    f"the data key of run {other[0]!r} is wrapped by key {other[1]!r}, but "
+                    f"the payload_mode row names key {stated[0]!r} (one of them was changed "
+                    "outside the ledger)"
+                )
+        payloads = getattr(self._sink, "_payloads", None)
+        lost = None if payloads is None else payloads.unopenable(conn)
+        if lost is not None:
+            raise _tampered(
+                f"the data key of run {lost!r} in the run_keys table does not open with the "
+                "payload key: it was changed outside the ledger, and the run's payloads are "
+                "lost with no erasure record"
+            )
         marks = (ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT)  # as args/result, as a preview
         keyless = (
             sa.select(t.c.run_id)

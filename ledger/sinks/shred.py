@@ -466,6 +466,26 @@ class Payloads:
         assert self._wrapper is not None
         return AESGCM(self._wrapper.unwrap(bytes(row.wrapped), self._context(run_id)))
 
+    def unopenable(self, conn: sa.Connection) -> str | None:
+        """The first run (by id) whose standing data key in ``run_keys`` the operator's
+        key does not open (a wrapped key changed outside the ledger: the run's payloads
+        are lost without an erasure), or None; None also without the operator's key,
+        which nothing can be checked with. What ``ledger verify`` checks."""
+        if self._wrapper is None:
+            return None
+        k = self._t.keys
+        standing = conn.execute(
+            sa.select(k.c.run_id, k.c.wrapped)
+            .where(k.c.destroyed_us.is_(None), k.c.wrapped.is_not(None))
+            .order_by(k.c.run_id)
+        )
+        for run_id, wrapped in standing:
+            try:
+                AESGCM(self._wrapper.unwrap(bytes(wrapped), self._context(str(run_id))))
+            except (PayloadKeyError, InvalidTag, ValueError, TypeError):
+                return str(run_id)
+        return None
+
     # --- erasure ----------------------------------------------------------------------
 
     def destroyed(self, conn: sa.Connection, run_id: str) -> bool:

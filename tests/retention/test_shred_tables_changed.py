@@ -1,6 +1,8 @@
-"""A crypto-shredding ledger whose ``payload_mode`` row was deleted by SQL: its data keys
-say what it is. Writers are refused (they would store new payloads in clear), readers
-read on, and ``ledger verify``, ``ledger db check`` and the next erasure report it."""
+"""The payload tables of a crypto-shredding ledger changed by SQL. Its ``payload_mode``
+row deleted: its data keys say what it is; writers are refused (they would store new
+payloads in clear), readers read on, and ``ledger verify``, ``ledger db check`` and the
+next erasure report it. A data key overwritten or re-labelled: ``ledger verify`` says
+so (with the payload key, it opens every standing data key)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ledger.errors import IntegrityError, RetentionError
 from ledger.model.event import Event
 from ledger.model.sealed import is_envelope
 from ledger.retention import Retention, Selection
-from ledger.sinks.shred import FileKeyWrapper, shredding
+from ledger.sinks.shred import ENV_KEY, FileKeyWrapper, shredding
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, open_keyed, run_events
 
 pytestmark = needs_retention_schema
@@ -90,3 +92,48 @@ def test_verify_check_and_erasure_report_it(lost: Ledger, key: FileKeyWrapper) -
     with pytest.raises((RetentionError, IntegrityError), match="payload_mode"):
         r.erase(Selection.of_run("old-2"), reason="gdpr")
     assert lost.sql("SELECT seq, event_json FROM {p}events ORDER BY seq") == before
+
+
+@pytest.fixture
+def keyed(ledger_db: Ledger, key: FileKeyWrapper) -> Iterator[Ledger]:
+    """A shredding ledger of two old runs and a young one, every sink closed."""
+    sink = open_keyed(ledger_db, key)
+    sink.record_many(run_events("old-1", OLD))
+    sink.record_many(run_events("young", datetime.now(UTC) - timedelta(days=1), secret="bob"))
+    Retention(sink).set_policy(keep="400d", floor="30d", reason="v1", by="dpo")
+    ledger_db.close_all()
+    ledger_db.opened.clear()
+    yield ledger_db
+
+
+def _verify(db: Ledger, key: FileKeyWrapper | None) -> Any:
+    env = {ENV_KEY: str(key.path)} if key is not None else {}
+    return CliRunner().invoke(cli, ["verify", "--db", db.url], env=env)
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "UPDATE {p}run_keys SET wrapped = :junk WHERE run_id = 'young'",
+        "UPDATE {p}run_keys SET wrapped = (SELECT wrapped FROM {p}run_keys WHERE run_id = "
+        "'old-1') WHERE run_id = 'young'",
+    ],
+)
+def test_a_data_key_overwritten_by_sql_is_reported_by_verify_with_the_key(
+    keyed: Ledger, key: FileKeyWrapper, forgery: str
+) -> None:
+    """The young run's payloads become unreadable with no erasure (inside the floor):
+    verify given the payload key opens every standing data key and says which does not
+    open; without the key nothing can open them, and it says nothing of them."""
+    assert _verify(keyed, key).exit_code == 0
+    keyed.sql(forgery, junk=b"\x00" * 60)
+    result = _verify(keyed, key)
+    assert result.exit_code == 1, result.output
+    assert "young" in result.output and "does not open" in result.output
+
+
+def test_a_data_key_relabelled_by_sql_is_reported(keyed: Ledger) -> None:
+    keyed.sql("UPDATE {p}run_keys SET key_id = 'other-key' WHERE run_id = 'young'")
+    result = _verify(keyed, None)
+    assert result.exit_code == 1, result.output
+    assert "other-key" in result.output and "payload_mode" in result.output
