@@ -283,6 +283,12 @@ EDITS = [
     "UPDATE events SET tool = 'elsewhere' WHERE event_id = :i",
     # the time column moved within the window
     "UPDATE events SET time_us = time_us + 1000000 WHERE event_id = :i",
+    # a seq below the first (0 and below: no reader may step over it)
+    "UPDATE events SET seq = -5 WHERE event_id = :i",
+    # values of another type than the ledger writes (SQLite keeps what an UPDATE gives)
+    "UPDATE events SET content_hash = CAST(content_hash AS BLOB) WHERE event_id = :i",
+    "UPDATE events SET nodes = 7 WHERE event_id = :i",
+    "UPDATE events SET event_id = CAST(event_id AS BLOB) WHERE event_id = :i",
     # the JSON changed and its hash recomputed by nobody: a content-hash mismatch
     "UPDATE events SET event_json = replace(event_json, '\"asked\"', '\"forged\"') "
     "WHERE event_id = :i",
@@ -302,8 +308,38 @@ def test_a_damaged_row_is_counted_and_listed_alike(tmp_path: Path, edit: str) ->
     conn.close()
     with SQLiteSink(path) as sink:
         data = assert_same(sink)
-        assert data["compliant"] is False and data["hash_check"]["mismatch_count"] >= 1
+        assert data["compliant"] is False
+        if "nodes" not in edit:  # a node of the log is the log check's finding
+            assert data["hash_check"]["mismatch_count"] >= 1
         assert_same(sink, at(1), at(10))
+
+
+def test_a_lowered_time_high_water_is_a_finding_and_hides_no_row(tmp_path: Path) -> None:
+    """``time_hi_us`` lowered by SQL on the rows up to one (what would start a query
+    since a time after them): the report lists each such row of its window and still
+    counts every row (it does not read the window through that column). The streaming
+    build, over ``events(since=)``, which does, is not compared here."""
+    events = cases("r1") + cases("r2", start=0.25)
+    target = next(e for e in events if e.kind == "action" and e.reason == "asked")
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many(events)
+        before = build_report(sink, since=at(1), until=at(10)).to_dict()
+    conn = sqlite3.connect(path)
+    lowered = conn.execute(
+        "UPDATE events SET time_hi_us = 0 WHERE time_us >= ? AND seq <= "
+        "(SELECT seq FROM events WHERE event_id = ?)",
+        (int(at(1).timestamp() * 1_000_000), str(target.event_id)),
+    ).rowcount
+    conn.commit()
+    conn.close()
+    assert lowered >= 1
+    with SQLiteSink(path) as sink:
+        after = build_report(sink, since=at(1), until=at(10)).to_dict()
+    assert after["compliant"] is False
+    assert after["hash_check"]["mismatch_count"] == lowered
+    assert all("time_hi_us" in m["detail"] for m in after["hash_check"]["mismatches"])
+    assert after["totals"] == before["totals"]
 
 
 # --- every per-row check in one pass ----------------------------------------------------

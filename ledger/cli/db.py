@@ -64,7 +64,7 @@ def check(url: str, as_json: bool) -> None:
         )
         table.add_row("events", str(result.events))
         table.add_row("runs", str(result.runs))
-        for kind, count in sorted(result.kinds.items()):
+        for kind, count in sorted(result.kinds.items(), key=lambda item: str(item[0])):
             table.add_row(f"  {kind}", str(count))
         table.add_row("integrity", result.integrity)
         table.add_row("content hashes", result.hash_check.summary())

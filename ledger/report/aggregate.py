@@ -58,7 +58,14 @@ from ledger.report.logcheck import LeafRange, LogScope, start_range, window_log_
 from ledger.report.model import TimeBucket
 from ledger.report.timeline import buckets_of, layout
 from ledger.sinks.base import Reader, RunSummary
-from ledger.sinks.rows import FILTER_COLUMNS, from_micros, parse_row, stated_micros, to_micros
+from ledger.sinks.rows import (
+    FILTER_COLUMNS,
+    TimeHighWater,
+    from_micros,
+    parse_row,
+    stated_micros,
+    to_micros,
+)
 from ledger.sinks.sql import SQLReader
 from ledger.sinks.url import shown_url
 from ledger.timefmt import utc_now
@@ -170,6 +177,7 @@ def _text(value: object) -> str:
 # positions in the rows both passes read: seq, event_id, the FILTER_COLUMNS, event_json
 # (the READ_COLUMNS), then the first pass's content_hash, leaf_index and nodes
 _KIND, _TOOL, _VERDICT, _TIME, _TEXT, _HASH, _LEAF, _NODES = 4, 5, 6, 7, 9, 10, 11, 12
+_HIGH = -1  # time_hi_us: the last column of the pass's rows
 _FILTERS = slice(2, 2 + len(FILTER_COLUMNS))
 _READ = slice(0, _TEXT + 1)
 
@@ -203,6 +211,9 @@ def stream_rows(reader: SQLReader, sql: str, params: tuple[Any, ...]) -> Iterato
             cursor.close()
 
 
+_BYTES = (bytes, memoryview, bytearray)  # what a driver gives for a BLOB / bytea
+
+
 class _Pass:
     """The one pass over the rows from the window's first to its last, in commit order.
 
@@ -234,6 +245,7 @@ class _Pass:
         self.since = since
         self.until = until
         self.hashes = HashTally()
+        self.high = TimeHighWater()
         self.actors = _Actors()
         self.runs: dict[str, CallPass] = {}
         self.deferred: list[CallPass] = []
@@ -261,6 +273,9 @@ class _Pass:
         """A row of the window (``committed``: its bytes are its stored leaf)."""
         event_id, text, stored = row[1], row[_TEXT], row[_HASH]
         obj, computed, problem = verify_row(event_id, text, stored, row[_FILTERS], committed)
+        # the window's rows' running maximum (check_rows' check of SQLReader.stored_rows)
+        lowered = self.high.check(row[_TIME], obj, not problem, row[_HIGH])
+        problem = problem or lowered
         if problem:
             self.hashes.add(event_id, row[2], stored, computed, problem)
         else:
@@ -328,7 +343,7 @@ class _Pass:
 
     def take_back(self, row: Any) -> None:
         """Undo what the SQL aggregates counted for ``row`` by its columns."""
-        if row[_KIND] != Kind.ACTION.value or outside_any_run(row[2]):
+        if row[_KIND] != Kind.ACTION.value or type(row[2]) is not str or outside_any_run(row[2]):
             return
         allowed = row[_VERDICT] == Verdict.ALLOWED.value
         self.per_tool[row[_TOOL]][0 if allowed else 1] -= 1
@@ -421,9 +436,9 @@ def _one_pass(
     mark = "?" if sqlite else "%s"
     text = "CAST(event_json AS BLOB)" if sqlite else "event_json"
     tree = ", leaf_index, nodes" if leaves is not None else ""
-    sql = (
-        f"SELECT seq, event_id, {', '.join(FILTER_COLUMNS)}, {text}, content_hash{tree} "
-        f"FROM {_table_name(t)} WHERE seq >= {mark} AND seq <= {mark} ORDER BY seq"
+    sql = (  # time_hi_us last (_HIGH)
+        f"SELECT seq, event_id, {', '.join(FILTER_COLUMNS)}, {text}, content_hash{tree}, "
+        f"time_hi_us FROM {_table_name(t)} WHERE seq >= {mark} AND seq <= {mark} ORDER BY seq"
     )
     since, until = window
     low = -(1 << 63) if since is None else since
@@ -445,7 +460,7 @@ def _one_pass(
             leaf = sha256(b"\x00" + data).digest()
         if low <= row[_TIME] < high:
             nodes = row[_NODES] if leaves is not None else None
-            one(row, leaf is not None and nodes is not None and bytes(nodes[:32]) == leaf)
+            one(row, leaf is not None and isinstance(nodes, _BYTES) and bytes(nodes[:32]) == leaf)
             if last(row[0]):
                 end(row[2])
         else:  # between the window's rows, outside it by its column: rare (late commits)
@@ -525,10 +540,29 @@ def _held(reader: SQLReader, upto: Any) -> tuple[datetime | None, datetime | Non
         low, high = conn.execute(
             sa.select(sa.func.min(t.c.time_us), sa.func.max(t.c.time_us)).where(upto)
         ).one()
-    return (
-        None if low is None else from_micros(low),
-        None if high is None else from_micros(high),
+        try:
+            return (
+                None if low is None else from_micros(low),
+                None if high is None else from_micros(high),
+            )
+        except (TypeError, ValueError, OverflowError):  # changed by SQL: name the row
+            bad = high if _is_time(low) else low
+            row = conn.execute(
+                sa.select(t.c.seq, t.c.run_id).where(t.c.time_us == bad, upto).limit(1)
+            ).first()
+    where = "an events row" if row is None else f"events row seq={row[0]} (run {row[1]!r})"
+    raise CorruptRecord(
+        f"{where}: its time_us column holds {bad!r}, which is not a time in microseconds; "
+        "the row was changed outside the ledger. Run `ledger db check`"
     )
+
+
+def _is_time(micros: object) -> bool:
+    """True when ``micros`` is None or Unix microseconds a datetime can hold."""
+    try:
+        return micros is None or bool(from_micros(micros))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def _window_micros(since: datetime | None, until: datetime | None) -> tuple[int | None, int | None]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -82,6 +82,8 @@ class HashCheck:
     # intact rows stored without a content hash: the event has no RFC 8785 form (an
     # integer beyond 2^53, say), so no hash vouches for its JSON (the log's leaf does)
     unhashed: int = 0
+    # the event ids of every mismatch, listed or not (what with_unreadable counts once)
+    counted: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def summary(self) -> str:
         """One sentence for humans."""
@@ -190,8 +192,8 @@ def _matching(obj: Any, stored: str | None) -> str | None:
     (``1152921504606847000``): an edit of ``1152921504606846976.0`` into that integer
     would hash "alike". ``OPT_STRICT_INTEGER`` makes ``orjson`` refuse such an integer,
     so the exact encoder decides that row too."""
-    if stored is None or not stored.startswith("sha256:"):
-        return None
+    if type(stored) is not str or not stored.startswith("sha256:"):
+        return None  # (SQLite keeps a BLOB an UPDATE gave: it is no hash the sink wrote)
     try:
         fast = "sha256:" + hashlib.sha256(orjson.dumps(obj, option=_SORTED)).hexdigest()
     except (orjson.JSONEncodeError, TypeError):
@@ -238,13 +240,14 @@ def _agrees_values(found: Sequence[Any], obj: dict[str, Any]) -> bool:
 class HashTally:
     """Counts checked rows and keeps the mismatches (the first 1000 listed)."""
 
-    __slots__ = ("checked", "count", "listed", "unhashed")
+    __slots__ = ("checked", "count", "ids", "listed", "unhashed")
 
     def __init__(self) -> None:
         self.checked = 0
         self.count = 0
         self.unhashed = 0
         self.listed: list[HashMismatch] = []
+        self.ids: set[str] = set()  # of every mismatch (a row is counted once)
 
     def intact(self, stored: str | None) -> None:
         """Count one intact row (its stored content hash ``stored``: None when the
@@ -262,13 +265,15 @@ class HashTally:
             return
         self.checked += 1
         self.count += 1
+        event_id, run_id = _text(event_id), _text(run_id)  # SQLite keeps any type
+        self.ids.add(event_id)
         log.info("content-hash check: event %s: %s", event_id, problem)
         if len(self.listed) < _MAX_LISTED:
             self.listed.append(
                 HashMismatch(
                     event_id=event_id,
                     run_id=run_id,
-                    stored=stored,
+                    stored=None if stored is None else _text(stored),
                     computed=computed,
                     detail=problem,
                 )
@@ -281,7 +286,16 @@ class HashTally:
             mismatch_count=self.count,
             mismatches=tuple(self.listed),
             unhashed=self.unhashed,
+            counted=frozenset(self.ids),
         )
+
+
+def _text(value: object) -> str:
+    """A column's value as text: a BLOB (what SQLite keeps when SQL wrote one where
+    the ledger writes text) decoded as UTF-8, anything else as ``str`` gives it."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return value if type(value) is str else str(value)
 
 
 def check_rows(rows: Iterable[StoredRow]) -> HashCheck:
@@ -319,26 +333,31 @@ def each_event(reader: Reader, skipped: list[CorruptRecord], **filters: Any) -> 
 
 
 def with_unreadable(check: HashCheck, unreadable: Iterable[CorruptRecord]) -> HashCheck:
-    """``check`` with each row a reader could not read back (``unreadable``) listed too,
-    unless it already is: a row the report had to leave out is a finding."""
-    listed = {m.event_id for m in check.mismatches}
-    extra = [
-        HashMismatch(
-            event_id=exc.event_id,
-            run_id="",
-            stored=None,
-            computed=None,
-            detail=f"the row does not read back as an event: {exc}",
+    """``check`` with each row a reader could not read back (``unreadable``) counted and
+    listed too, unless the check counted it already (listed or beyond the listing's
+    cap): a row the report had to leave out is a finding, counted once."""
+    seen = {m.event_id for m in check.mismatches} | check.counted
+    extra = []
+    for exc in unreadable:
+        if exc.event_id in seen:
+            continue
+        seen.add(exc.event_id)
+        extra.append(
+            HashMismatch(
+                event_id=exc.event_id,
+                run_id="",
+                stored=None,
+                computed=None,
+                detail=f"the row does not read back as an event: {exc}",
+            )
         )
-        for exc in unreadable
-        if exc.event_id not in listed
-    ]
     if not extra:
         return check
     return replace(
         check,
         mismatch_count=check.mismatch_count + len(extra),
         mismatches=(check.mismatches + tuple(extra))[:_MAX_LISTED],
+        counted=check.counted | {m.event_id for m in extra},
     )
 
 

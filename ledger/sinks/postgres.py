@@ -534,6 +534,8 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             raise StorageError(f"PostgreSQL ledger read failed: {exc.orig}") from exc
         except sa.exc.SQLAlchemyError as exc:
             raise StorageError(f"PostgreSQL ledger read failed: {exc}") from exc
+        except self._engine.dialect.loaded_dbapi.Error as exc:  # a driver-level pass
+            raise StorageError(f"PostgreSQL ledger read failed: {exc}") from exc
 
     def _streamed(self, conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Any]:
         """The rows of ``query`` streamed one at a time by libpq's single-row mode

@@ -38,6 +38,7 @@ __all__ = [
     "event_row",
     "from_micros",
     "parse_row",
+    "read_failure",
     "row_dicts",
     "to_micros",
 ]
@@ -172,6 +173,19 @@ def _disagrees(row: Any) -> None:
         row[1],
         wrong,
     )
+
+
+def read_failure(exc: BaseException) -> str:
+    """What a failed read of stored rows says: the driver's message and, for text that
+    is not UTF-8 (which only SQL written around the ledger stores), what to do.
+
+    >>> read_failure(ValueError("Could not decode to UTF-8 column 'run_id'")).split(" (")[1]
+    'a value written outside the ledger; run `ledger db check`)'
+    """
+    text = str(exc)
+    if "Could not decode to UTF-8" in text:
+        text += " (a value written outside the ledger; run `ledger db check`)"
+    return text
 
 
 def stored_id(text: str | bytes) -> str:

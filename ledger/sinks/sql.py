@@ -133,6 +133,7 @@ def _read(t: sa.Table, dialect: str) -> list[sa.ColumnElement[Any]]:
 
 
 _by_event_id = itemgetter(1)  # a row's event id (text)
+_BEFORE_ANY_SEQ = -(2**63)  # below every bigint: the cursor of a read from the start
 
 
 def _all(conn: sa.Connection, query: sa.Select[Any]) -> list[Any]:
@@ -151,6 +152,12 @@ def _all(conn: sa.Connection, query: sa.Select[Any]) -> list[Any]:
 
 
 def _summary(row: Any) -> RunSummary:
+    if type(row.run_id) is not str:  # SQLite keeps whatever type an UPDATE gave
+        raise CorruptRecord(
+            f"events rows of run {row.run_id!r}: the run_id column holds a "
+            f"{type(row.run_id).__name__}, not text; the rows were changed outside the "
+            "ledger. Run `ledger db check`"
+        )
     try:
         first, last = from_micros(row.first_us), from_micros(row.last_us)
     except (TypeError, ValueError, OverflowError):
@@ -243,7 +250,10 @@ class SQLReader(Closing):
             fetched = _all(conn, query)
         if not fetched:
             raise RunNotFound(f"no events of run {run_id!r} are stored (see `ledger runs`)")
-        rows = sorted(fetched, key=_by_event_id)  # Crockford text sorts as the ULID does
+        try:
+            rows = sorted(fetched, key=_by_event_id)  # Crockford text sorts as the ULID does
+        except TypeError:  # an id column SQL made a BLOB: parse_row names its row
+            rows = sorted(fetched, key=lambda row: str(row[1]))
         chain = assemble_chain(map(self._decode, rows))
         return chain if chain.run_id else replace(chain, run_id=run_id)
 
@@ -274,15 +284,15 @@ class SQLReader(Closing):
         since_us = None if since is None else to_micros(since, "since")
         return self._pages(where, self._cursor(after), check_limit(limit), t, since_us)
 
-    def _first_since(self, conn: sa.Connection, since_us: int) -> int:
+    def _first_since(self, conn: sa.Connection, since_us: int) -> int | None:
         """A ``seq`` such that no row before it has ``time_us >= since_us``: the first
         row whose ``time_hi_us`` (the running maximum of the time in commit order)
         reaches it, found by a binary search over the leaf indexes in one statement
         (about 3 log2(n) index lookups), or one past the last row when none reaches it.
-        ``0`` (no bound) when the search meets a row without ``time_hi_us`` or a missing
-        leaf index, or a row without a leaf index is stored (one the search cannot see:
-        rows written or changed outside the ledger, which ``ledger verify`` reports), and
-        in an empty ledger.
+        None (no bound) when the search meets a row without ``time_hi_us`` or a missing
+        leaf index, a row without a leaf index is stored, or the first row by ``seq``
+        is not leaf 0 (rows the search cannot see or would misplace: written or changed
+        outside the ledger, which ``ledger verify`` reports), and in an empty ledger.
 
         Event times are stated by the writers and need not rise with the commit order,
         so without it a query since a time read the table from its start (PostgreSQL
@@ -301,15 +311,17 @@ class SQLReader(Closing):
             "FROM probe WHERE lo < hi AND bad = 0) "
             f"SELECT bad, (SELECT seq FROM {name} WHERE leaf_index = lo), "
             f"(SELECT time_hi_us FROM {name} WHERE leaf_index = lo), "
-            f"EXISTS (SELECT 1 FROM {name} WHERE leaf_index IS NULL) "
+            f"EXISTS (SELECT 1 FROM {name} WHERE leaf_index IS NULL), "
+            f"CASE WHEN (SELECT min(seq) FROM {name}) = "
+            f"(SELECT seq FROM {name} WHERE leaf_index = 0) THEN 0 ELSE 1 END "
             "FROM probe WHERE lo >= hi OR bad = 1"
         )
         found = conn.exec_driver_sql(sql, {"s": since_us}).first()
         if found is None:  # an empty ledger
-            return 0
-        bad, seq, high, unnumbered = found
-        if bad or unnumbered or type(seq) is not int or type(high) is not int:
-            return 0
+            return None
+        bad, seq, high, unnumbered, moved = found
+        if bad or unnumbered or moved or type(seq) is not int or type(high) is not int:
+            return None
         return seq if high >= since_us else seq + 1
 
     def _pages(
@@ -328,7 +340,8 @@ class SQLReader(Closing):
             size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
             with self._reading() as conn, self._page_guard(conn):
                 if since_us is not None:  # no row before the first to reach it can match
-                    cursor = max(cursor, self._first_since(conn, since_us) - 1)
+                    first = self._first_since(conn, since_us)
+                    cursor = cursor if first is None else max(cursor, first - 1)
                     since_us = None
                 query = (
                     sa.select(*_read(t, self._dialect))
@@ -346,8 +359,8 @@ class SQLReader(Closing):
                 remaining -= len(rows)
 
     def _cursor(self, after: ULID | str | int | None) -> int:
-        if after is None:
-            return 0
+        if after is None:  # from the first row: seq numbers start at 1, but a seq SQL
+            return _BEFORE_ANY_SEQ  # set to 0 or below must not hide the row
         if isinstance(after, int) and not isinstance(after, bool):
             return check_limit(after, "after") or 0
         key = str(coerce_event_id(after, field="after"))
@@ -393,9 +406,12 @@ class SQLReader(Closing):
         self, *, since: datetime | None = None, until: datetime | None = None
     ) -> Iterator[StoredRow]:
         """Every row in ``[since, until)`` exactly as stored, in commit order (see
-        :func:`stored_rows`)."""
+        :func:`stored_rows`), with its ``time_hi_us``: in a window too, no row's value
+        may be below the largest time of the window's rows up to it (the running maximum
+        of every row up to it is at least that), so a value lowered to hide rows from
+        a query since a time is found by a check of the window's rows alone."""
         self._check_open()
-        return stored_rows(self._reading, self._table, since=since, until=until)
+        return stored_rows(self._reading, self._table, since=since, until=until, high_water=True)
 
     def runs(
         self,
@@ -489,7 +505,7 @@ def stored_rows(
         where.append(t.c.time_us >= to_micros(since, "since"))
     if until is not None:
         where.append(t.c.time_us < to_micros(until, "until"))
-    cursor = 0
+    cursor = _BEFORE_ANY_SEQ
     names = (*FILTER_COLUMNS, "time_hi_us") if high_water else FILTER_COLUMNS
     columns = [t.c[name] for name in names]
     while True:

@@ -59,7 +59,7 @@ from ledger.integrity.merkle import Frontier
 from ledger.model.event import Event
 from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.rows import COLUMNS, event_row
+from ledger.sinks.rows import COLUMNS, event_row, read_failure
 from ledger.sinks.schema import (
     check_sqlite_file,
     current_revision,
@@ -265,7 +265,13 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             with self._engine.connect() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
-            raise StorageError(f"SQLite ledger {self.path}: read failed: {exc.orig}") from exc
+            raise StorageError(
+                f"SQLite ledger {self.path}: read failed: {read_failure(exc.orig or exc)}"
+            ) from exc
+        except sqlite3.Error as exc:  # a driver-level pass (the report's, say)
+            raise StorageError(
+                f"SQLite ledger {self.path}: read failed: {read_failure(exc)}"
+            ) from exc
 
     def _writer_conn(self) -> sqlite3.Connection:
         if self._writer is None:

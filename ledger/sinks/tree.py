@@ -66,7 +66,7 @@ from ledger.integrity.merkle import (
 from ledger.integrity.note import NoteSigner, NoteVerifier, add_signature_lines, parse_signatures
 from ledger.integrity.verify import LeafRow
 from ledger.model.erasure import tombstone_of
-from ledger.sinks.rows import COLUMNS
+from ledger.sinks.rows import COLUMNS, read_failure
 
 __all__ = [
     "LEAF_COLUMN",
@@ -721,7 +721,7 @@ class TreeReading:
         if self._engine.dialect.name == "sqlite" and not getattr(self, "_closed", False):
             yield from self._sqlite_leaf_rows()
             return
-        cursor = -(1 << 62)
+        cursor = -(2**63)  # below every seq, also one SQL set to 0 or below
         while True:
             with self._reading() as conn:
                 text = _stored_json(t, conn)
@@ -781,6 +781,9 @@ class TreeReading:
             cursor.execute(query)
             while chunk := cursor.fetchmany():
                 yield chunk
+        except self._engine.dialect.loaded_dbapi.Error as exc:
+            where = getattr(self, "path", "")
+            raise StorageError(f"SQLite ledger {where}: read failed: {read_failure(exc)}") from exc
         finally:
             raw.close()
 
