@@ -151,6 +151,8 @@ def refuse_repeated_options(ctx: click.Context, group: click.Group, args: list[s
     record b without a word. Flags, counts and options that take several values
     (``multiple``) may repeat. Arguments click cannot parse are left to its own parse,
     which says what is wrong with them."""
+    if any(arg in ("-h", "--help") for arg in args):
+        return  # help is shown whatever else the line holds
     command: click.Command = group
     parent = ctx
     while isinstance(command, click.Group) and args:

@@ -82,7 +82,8 @@ class HashCheck:
     # intact rows stored without a content hash: the event has no RFC 8785 form (an
     # integer beyond 2^53, say), so no hash vouches for its JSON (the log's leaf does)
     unhashed: int = 0
-    # the event ids of every mismatch, listed or not (what with_unreadable counts once)
+    # the event ids of the mismatches a reader refuses, listed or not (what
+    # with_unreadable counts once)
     counted: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def summary(self) -> str:
@@ -142,7 +143,7 @@ def verify_row(
         obj = orjson.loads(text)
         named = obj.get("event_id")
     except (orjson.JSONDecodeError, AttributeError):
-        return None, None, "stored JSON does not parse as an event object"
+        return None, None, _NOT_AN_OBJECT
     computed: str | None = _matching(obj, stored)
     if computed is None:
         try:
@@ -156,9 +157,9 @@ def verify_row(
     if computed != stored:
         return obj, computed, "stored JSON does not match its content hash: changed after writing"
     if named != event_id:
-        return obj, computed, f"stored JSON names event {named!r}, the row says {event_id!r}"
+        return obj, computed, f"{_OTHER_ID} {named!r}, the row says {event_id!r}"
     if not committed and (unreadable := decode_problem(Event, obj, text)):
-        return obj, computed, f"stored JSON does not read back as an event: {unreadable}"
+        return obj, computed, f"{_NOT_AN_EVENT}: {unreadable}"
     if isinstance(found, dict):
         if _agrees(found, obj):
             return obj, computed, ""
@@ -170,6 +171,12 @@ def verify_row(
         return obj, computed, f"the row's columns disagree with its JSON: {'; '.join(wrong)}"
     return obj, computed, ""
 
+
+# the problems of a row the readers refuse (CorruptRecord): what with_unreadable may meet
+_NOT_AN_OBJECT = "stored JSON does not parse as an event object"
+_OTHER_ID = "stored JSON names event"
+_NOT_AN_EVENT = "stored JSON does not read back as an event"
+_UNREADABLE = (_NOT_AN_OBJECT, _OTHER_ID, _NOT_AN_EVENT)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -247,7 +254,7 @@ class HashTally:
         self.count = 0
         self.unhashed = 0
         self.listed: list[HashMismatch] = []
-        self.ids: set[str] = set()  # of every mismatch (a row is counted once)
+        self.ids: set[str] = set()  # of the rows a reader refuses (counted once)
 
     def intact(self, stored: str | None) -> None:
         """Count one intact row (its stored content hash ``stored``: None when the
@@ -266,7 +273,8 @@ class HashTally:
         self.checked += 1
         self.count += 1
         event_id, run_id = _text(event_id), _text(run_id)  # SQLite keeps any type
-        self.ids.add(event_id)
+        if problem.startswith(_UNREADABLE):  # with_unreadable meets it again
+            self.ids.add(event_id)
         log.info("content-hash check: event %s: %s", event_id, problem)
         if len(self.listed) < _MAX_LISTED:
             self.listed.append(

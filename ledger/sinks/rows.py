@@ -255,14 +255,21 @@ class TimeHighWater:
 
     def problem(self, when: object, stated: object) -> str:
         """Take the next row's time (``when``: None when it cannot be read) and say what
-        is wrong with its ``stated`` ``time_hi_us`` (empty when nothing is)."""
-        if type(when) is int and (self.high is None or when > self.high):
-            self.high = when
-        if self.high is None or (type(stated) is int and stated >= self.high):
+        is wrong with its ``stated`` ``time_hi_us`` (empty when nothing is). A row found
+        wrong raises the maximum only as far as its own ``stated`` value: its time may
+        be the edit (a time moved years later), and the rows after it are not blamed
+        for it; a row whose value was lowered is named, as each such row after it."""
+        high = self.high
+        if type(when) is int and (high is None or when > high):
+            high = when
+        if high is None or (type(stated) is int and stated >= high):
+            self.high = high
             return ""
+        if type(stated) is int and (self.high is None or stated > self.high):
+            self.high = stated
         return (
             f"the row's time_hi_us is {stated!r} but the largest time_us of the rows up "
-            f"to it is {self.high!r}: changed outside the ledger (a query for the events "
+            f"to it is {high!r}: changed outside the ledger (a query for the events "
             "since a time starts where the column says, and would miss rows before it)"
         )
 

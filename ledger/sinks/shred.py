@@ -346,7 +346,13 @@ class Payloads:
             # the mode row may have gone with a transaction of the caller's that rolled
             # back after the sink was opened (PostgresSink(connection)): record it again
             # with the first run key, or refuse, so no envelope is stored without it
-            _record_mode(conn, self._sink, self._t, self.key_id, created=False)
+            _, recorded = _record_mode(conn, self._sink, self._t, self.key_id, created=False)
+            if recorded != self._wrapper.key_id:  # another sink made the ledger meanwhile
+                raise PayloadKeyError(
+                    f"the payload key {self._wrapper.key_id} is not this ledger's (it was "
+                    f"created with key {recorded} meanwhile); nothing was written: open it "
+                    "with that key"
+                )
             exists = conn.execute(sa.select(k.c.run_id).where(k.c.run_id == run_id)).first()
             if exists is None:
                 conn.execute(

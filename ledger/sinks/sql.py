@@ -362,6 +362,8 @@ class SQLReader(Closing):
         if after is None:  # from the first row: seq numbers start at 1, but a seq SQL
             return _BEFORE_ANY_SEQ  # set to 0 or below must not hide the row
         if isinstance(after, int) and not isinstance(after, bool):
+            if after < 0:  # a seq SQL set below the first: a reader stepping over its row
+                return max(after, _BEFORE_ANY_SEQ)  # resumes after it
             return check_limit(after, "after") or 0
         key = str(coerce_event_id(after, field="after"))
         t = self._table

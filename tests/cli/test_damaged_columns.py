@@ -6,6 +6,7 @@ internal error; and no reader steps over the row without a word."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -183,3 +184,53 @@ def test_no_command_meets_an_internal_error_on_postgres(
         with engine.begin() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         engine.dispose()
+
+
+def test_a_reader_steps_over_an_unreadable_row_whose_seq_is_below_the_first(
+    base: Path, tmp_path: Path
+) -> None:
+    """The report and `ledger db copy --skip-unreadable` resume after a row they cannot
+    read by its seq: one SQL set to -5 is stepped over like any other."""
+    path = tmp_path / "ledger.db"
+    shutil.copy(base, path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE events SET seq = -5, event_json = '{\"oops\":1}' "
+        "WHERE run_id = 'B' AND kind = 'action' AND call_id = 'c0'"
+    )
+    conn.commit()
+    conn.close()
+    from ledger.report.hashes import each_event
+
+    with SQLiteSink(path) as sink:
+        skipped: list[Exception] = []
+        read = list(each_event(sink, skipped))  # type: ignore[arg-type]
+        assert len(skipped) == 1 and len(read) == sink.count_rows() - 1
+    copy = tmp_path / "copy.db"
+    result = CliRunner().invoke(
+        cli,
+        ["db", "copy", "--skip-unreadable", "--allow-damaged", f"sqlite:///{path}",
+         f"sqlite:///{copy}"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+
+def test_a_time_moved_years_later_on_one_row_blames_that_row_alone(
+    base: Path, tmp_path: Path
+) -> None:
+    """A row's time moved to 2099 (its column and its JSON): the row is a finding, and
+    the running maximum it would raise does not make every row after it one."""
+    path = tmp_path / "ledger.db"
+    shutil.copy(base, path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE events SET time_us = 4070908800000000, event_json = json_set(event_json, "
+        "'$.time', '2099-01-01T00:00:00Z') WHERE seq = 3"
+    )
+    conn.commit()
+    conn.close()
+    for command in (["report", "--format", "json"], ["db", "check", "--json"]):
+        result = CliRunner().invoke(cli, [*command, "--db", f"sqlite:///{path}"])
+        assert result.exit_code in (0, 1), result.output
+        data = json.loads(result.stdout)
+        assert data["hash_check"]["mismatch_count"] == 1, (command, data["hash_check"])

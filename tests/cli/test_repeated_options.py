@@ -66,3 +66,8 @@ def test_options_that_repeat_by_design_still_do(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert "more than once" not in result.output
     assert "does not exist" in result.output
+
+
+def test_help_is_shown_whatever_else_the_line_holds() -> None:
+    result = CliRunner().invoke(cli, ["erase", "--reason", "a", "--reason", "b", "--help"])
+    assert result.exit_code == 0 and "erase [OPTIONS]" in result.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +138,40 @@ def test_a_data_key_relabelled_by_sql_is_reported(keyed: Ledger) -> None:
     result = _verify(keyed, None)
     assert result.exit_code == 1, result.output
     assert "other-key" in result.output and "payload_mode" in result.output
+
+
+@pytest.mark.postgres
+def test_a_writer_whose_mode_row_rolled_back_refuses_a_ledger_made_under_another_key(
+    pg_ledger: Ledger, tmp_path: Path
+) -> None:
+    """A sink on the caller's connection records the mode under key A in a transaction
+    the caller rolls back; another writer then makes the ledger a key-B ledger. The
+    first sink's next write is refused (it stored the run's data key under key A: a run
+    the ledger's key cannot read, reported as a changed table)."""
+    import sqlalchemy as sa
+
+    from ledger.errors import PayloadKeyError
+    from ledger.sinks import PostgresSink
+
+    key_a = FileKeyWrapper.create(tmp_path / "a.key")
+    key_b = FileKeyWrapper.create(tmp_path / "b.key")
+    engine = sa.create_engine(pg_ledger.sql_url, poolclass=sa.pool.NullPool)
+    try:
+        PostgresSink(engine, schema=pg_ledger.schema).close()  # the schema, no mode yet
+        conn = engine.connect()
+        try:
+            rolled = conn.begin()
+            first = PostgresSink(conn, schema=pg_ledger.schema, payload_key=key_a)
+            rolled.rollback()
+            other = PostgresSink(engine, schema=pg_ledger.schema, payload_key=key_b)
+            other.record(_action("run-b"))
+            other.close()
+            with conn.begin():
+                conn.exec_driver_sql("SET LOCAL statement_timeout = '10s'")  # fail, not hang
+                with pytest.raises(PayloadKeyError, match="is not this ledger's"):
+                    first.record(_action("run-a"))
+        finally:
+            conn.close()
+        assert pg_ledger.sql("SELECT run_id, key_id FROM {p}run_keys") == [("run-b", key_b.key_id)]
+    finally:
+        engine.dispose()
