@@ -30,6 +30,7 @@ from ledger.model.codec import decode_problem
 from ledger.model.event import Event
 from ledger.model.marks import stated_failed
 from ledger.sinks.base import Reader, StoredRow, StoredRows
+from ledger.sinks.rows import LOWERED_HIGH_WATER
 from ledger.timefmt import parse_time
 
 __all__ = [
@@ -82,7 +83,7 @@ class HashCheck:
     # intact rows stored without a content hash: the event has no RFC 8785 form (an
     # integer beyond 2^53, say), so no hash vouches for its JSON (the log's leaf does)
     unhashed: int = 0
-    # the event ids of the mismatches a reader refuses, listed or not (what
+    # the event ids of the mismatches a reader may refuse, listed or not (what
     # with_unreadable counts once)
     counted: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -168,15 +169,17 @@ def verify_row(
     else:
         found = dict(zip(FILTER_COLUMNS, found, strict=True))
     if wrong := column_disagreements(found, obj):
-        return obj, computed, f"the row's columns disagree with its JSON: {'; '.join(wrong)}"
+        return obj, computed, f"{_COLUMNS}: {'; '.join(wrong)}"
     return obj, computed, ""
 
 
-# the problems of a row the readers refuse (CorruptRecord): what with_unreadable may meet
 _NOT_AN_OBJECT = "stored JSON does not parse as an event object"
 _OTHER_ID = "stored JSON names event"
 _NOT_AN_EVENT = "stored JSON does not read back as an event"
-_UNREADABLE = (_NOT_AN_OBJECT, _OTHER_ID, _NOT_AN_EVENT)
+_COLUMNS = "the row's columns disagree with its JSON"
+# the problems of a row the readers still read (its JSON is the truth): any other may be
+# one they refuse (CorruptRecord), which with_unreadable meets again
+_READ_ANYWAY = (_COLUMNS, LOWERED_HIGH_WATER)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -254,7 +257,7 @@ class HashTally:
         self.count = 0
         self.unhashed = 0
         self.listed: list[HashMismatch] = []
-        self.ids: set[str] = set()  # of the rows a reader refuses (counted once)
+        self.ids: set[str] = set()  # of the rows a reader may refuse (counted once)
 
     def intact(self, stored: str | None) -> None:
         """Count one intact row (its stored content hash ``stored``: None when the
@@ -273,7 +276,7 @@ class HashTally:
         self.checked += 1
         self.count += 1
         event_id, run_id = _text(event_id), _text(run_id)  # SQLite keeps any type
-        if problem.startswith(_UNREADABLE):  # with_unreadable meets it again
+        if not problem.startswith(_READ_ANYWAY):  # with_unreadable may meet it again
             self.ids.add(event_id)
         log.info("content-hash check: event %s: %s", event_id, problem)
         if len(self.listed) < _MAX_LISTED:

@@ -31,6 +31,7 @@ from ledger.timefmt import coerce_time, parse_time
 __all__ = [
     "COLUMNS",
     "FILTER_COLUMNS",
+    "LOWERED_HIGH_WATER",
     "READ_COLUMNS",
     "TimeHighWater",
     "column_disagreements",
@@ -221,6 +222,10 @@ def stated_micros(value: object) -> int | None:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
+LOWERED_HIGH_WATER = "the row's time_hi_us"
+"""How :meth:`TimeHighWater.problem` begins (a finding of a row the readers still read)."""
+
+
 class TimeHighWater:
     """The running maximum of the event time in commit order, against which each row's
     ``time_hi_us`` column is checked (the writers raise it by each row's ``time_us``).
@@ -268,7 +273,7 @@ class TimeHighWater:
         if type(stated) is int and (self.high is None or stated > self.high):
             self.high = stated
         return (
-            f"the row's time_hi_us is {stated!r} but the largest time_us of the rows up "
+            f"{LOWERED_HIGH_WATER} is {stated!r} but the largest time_us of the rows up "
             f"to it is {high!r}: changed outside the ledger (a query for the events "
             "since a time starts where the column says, and would miss rows before it)"
         )

@@ -140,12 +140,15 @@ def test_an_unreadable_row_beyond_the_listed_mismatches_is_counted_once(tmp_path
         "UPDATE events SET content_hash = 'sha256:00' WHERE seq < ?", (total - 10,)
     ).rowcount
     conn.execute("UPDATE events SET event_json = '{bad' WHERE seq = ?", (total - 5,))
+    # JSON that parses but is no event: its hash mismatch comes first, and the readers
+    # refuse it too
+    conn.execute("UPDATE events SET event_json = '{\"oops\":1}' WHERE seq = ?", (total - 3,))
     conn.commit()
     conn.close()
     assert changed > 1000
     with SQLiteSink(path) as sink:
         check = build_report(sink).hash_check
-    assert check.mismatch_count == changed + 1
+    assert check.mismatch_count == changed + 2
     assert len(check.mismatches) == 1000
 
 
