@@ -146,6 +146,8 @@ def _once(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
             f"given {len(value)} times ({', '.join(map(repr, value))}); give it once "
             "(one command per run)"
         )
+    if value and not value[0]:  # (the library refuses it too: a run id is never empty)
+        raise click.BadParameter("the run id is empty; give a run id as `ledger runs` shows it")
     return value[0] if value else None
 
 

@@ -111,3 +111,16 @@ def test_a_clock_that_gives_no_aware_time_is_a_validation_error(
         r.set_policy(keep="400d", reason="v1")
     assert Retention(sink).policy() is None
     sink.close()
+
+
+@pytest.mark.parametrize("verb", [["erase"], ["hold", "add"]])
+def test_an_empty_run_id_is_a_usage_error(tmp_path: Path, verb: list[str]) -> None:
+    """A malformed value, like `--keep 6m`: exit 2, nothing opened or changed."""
+    db = tmp_path / "l.db"
+    SQLiteSink(db).close()
+    before = db.read_bytes()
+    args = [*verb, "--db", f"sqlite:///{db}", "--run", "", "--reason", "gdpr"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "the run id is empty" in result.output
+    assert db.read_bytes() == before
