@@ -4,6 +4,7 @@ reader, and vacuum out of the pages that still held old copies."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -67,8 +68,25 @@ def test_postgres_keeps_no_copy_in_the_table_after_erase_and_vacuum_full(
     assert SECRET.encode() in on_disk()
     r.erase(Selection.of_run("old-7"), reason="gdpr")
     pg_ledger.close_all()
-    result = CliRunner().invoke(cli, ["db", "vacuum", "--full", "--db", pg_ledger.url])
-    assert result.exit_code == 0, result.output
+    # VACUUM FULL keeps the old row versions a transaction still open in the database
+    # may see (docs/retention.md): another test's, running beside this one. Once such
+    # transactions end, the next vacuum leaves none
+    for _attempt in range(40):
+        result = CliRunner().invoke(cli, ["db", "vacuum", "--full", "--db", pg_ledger.url])
+        assert result.exit_code == 0, result.output
+        if SECRET.encode() not in on_disk() or not _older_snapshots(pg_ledger):
+            break
+        time.sleep(0.25)
     assert SECRET.encode() not in on_disk()
     verified = CliRunner().invoke(cli, ["verify", "--db", pg_ledger.url])
     assert "erased" in verified.output and "NOT verified" not in verified.output
+
+
+def _older_snapshots(db: Ledger) -> bool:
+    """True when another session of the database holds a snapshot (it may see the
+    erased row versions, so VACUUM FULL keeps them)."""
+    found = db.sql(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"
+    )
+    return bool(found[0][0])
