@@ -78,6 +78,7 @@ from ledger.sinks.rows import (
     to_micros,
 )
 from ledger.sinks.shred import SEALED_FIELDS, ShredTables
+from ledger.sinks.sql import fetch_all
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
 from ledger.timefmt import (
     format_duration,
@@ -359,7 +360,8 @@ class Retention:
         self._events: sa.Table = sink._table
         self._trees: TreeTables = sink._trees
         self._t = retention_tables(self._schema)
-        self._keys = ShredTables(self._schema).keys
+        shred = ShredTables(self._schema)
+        self._keys, self._mode = shred.keys, shred.mode
         self._clock = clock
         self._logged_queries: dict[tuple[str, ...], Any] = {}
 
@@ -457,11 +459,11 @@ class Retention:
         if records is not None:
             return [r for r in records if r[1] in tools]
         by_run, by_tool, of_runs = self._logged_sql()
-        rows = {r[0]: r for r in conn.execute(by_run)}
+        rows = {r[0]: r for r in fetch_all(conn, by_run)}
         found = {str(r[2]) for r in rows.values()}
-        missed = sorted({str(r[2]) for r in conn.execute(by_tool)} - found)
+        missed = sorted({str(r[0]) for r in fetch_all(conn, by_tool)} - found)
         for start in range(0, len(missed), 500):  # a collation that broke the range
-            for r in conn.execute(of_runs, {"runs": missed[start : start + 500]}):
+            for r in fetch_all(conn, of_runs, {"runs": missed[start : start + 500]}):
                 rows[r[0]] = r
         wanted = set(tools)
         actions: dict[str, int] = {}
@@ -522,9 +524,7 @@ class Retention:
             by_run = sa.select(*columns).where(*_admin_runs(t.c.run_id))
             # no "kind = 'action'" here: SQLite would pick the kind index and walk every
             # action of the ledger; the tool index finds the few rows
-            by_tool = sa.select(t.c.seq, t.c.event_id, t.c.run_id).where(
-                t.c.tool.in_(sorted(RECORD_TOOLS)), prefix
-            )
+            by_tool = sa.select(t.c.run_id).where(t.c.tool.in_(sorted(RECORD_TOOLS)), prefix)
             of_runs = sa.select(*columns).where(
                 t.c.run_id.in_(sa.bindparam("runs", expanding=True))
             )
@@ -718,14 +718,15 @@ class Retention:
         changed by SQL is refused: the report lists the table's rows, so a deleted one
         would hide an erasure from the period it belongs to."""
         e = self._t.erasures
-        table = {str(r.record_id): r for r in conn.execute(sa.select(e))}
+        query = sa.select(e.c.record_id, *(e.c[name] for name in _ERASURE_COLUMNS))
+        table = {str(r[0]): r[1:] for r in fetch_all(conn, query)}
         for event_id, _tool, record in self._logged(conn, [ERASE_TOOL], records):
             row = table.pop(event_id, None)
             if row is None:
                 raise _tampered(
                     f"erasure record {event_id} stands in the log but not in the erasures table"
                 )
-            said = _erasure_row(record) if isinstance(record, dict) else None
+            said = _logged_erasure(record) if isinstance(record, dict) else None
             if said is None or said != _erasure_row(row):
                 raise _tampered(
                     f"the erasures table's row {event_id} is not what the log's erasure record says"
@@ -745,7 +746,7 @@ class Retention:
         SQL (a run's payloads made unreadable inside the floor or under a hold, with no
         erasure), or put back (a shredded run readable again), is refused."""
         k = self._keys
-        mode = ShredTables(self._schema).mode
+        mode = self._mode
         if (
             conn.execute(sa.select(mode.c.scheme).limit(1)).first() is None
             and conn.execute(sa.select(k.c.run_id).limit(1)).first() is not None
@@ -823,7 +824,7 @@ class Retention:
         would scan the ledger); :meth:`tables_changed` runs it for ``ledger verify``."""
         del records  # the run keys are checked against the log by _trusted_keys
         t, k = self._events, self._keys
-        mode = ShredTables(self._schema).mode
+        mode = self._mode
         stated = conn.execute(sa.select(mode.c.key_id).limit(1)).first()
         if stated is None and conn.execute(sa.select(k.c.run_id).limit(1)).first() is None:
             return  # a ledger in clear (a lost mode row: _trusted_keys says so)
@@ -2013,35 +2014,42 @@ def _selection_shape(selection: object) -> bool:
     return key == "event_ids" and isinstance(value, list) and all(isinstance(i, str) for i in value)
 
 
-def _erasure_row(found: Any) -> tuple[Any, ...] | None:
-    """What an erasure's table row and its log record must agree on, from either (a row
-    of the erasures table, or the record's JSON object); None when it cannot be read.
+_ERASURE_COLUMNS = (
+    "at_us", "by", "reason", "selection", "fields", "rows_erased", "digest", "policy_version",
+)  # fmt: skip
+"""The columns of an erasures table row :func:`_erasure_row` reads, in its order."""
+
+
+def _logged_erasure(record: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What an erasure's log record and its table row must agree on (the table's side:
+    :func:`_erasure_row`), from the record's JSON object; None when it cannot be read.
     A shredding erasure of args and result only records ``events`` 0 (no row changed)
     and the rows whose payloads it shredded as ``shredded_events``: the table's count."""
     try:
-        if isinstance(found, dict):
-            policy = found["policy"]
-            return (
-                to_micros(parse_time(str(found["at"]))),
-                found["by"],
-                found["reason"],
-                found["selection"],
-                found["fields"],
-                int(found["shredded_events" if "shredded_events" in found else "events"]),
-                found["digest"],
-                int(policy["version"]),
-            )
         return (
-            int(found.at_us),
-            found.by,
-            found.reason,
-            json.loads(found.selection),
-            json.loads(found.fields),
-            int(found.rows_erased),
-            found.digest,
-            int(found.policy_version),
+            to_micros(parse_time(str(record["at"]))),
+            record["by"],
+            record["reason"],
+            record["selection"],
+            record["fields"],
+            int(record["shredded_events" if "shredded_events" in record else "events"]),
+            record["digest"],
+            int(record["policy"]["version"]),
         )
     except (KeyError, TypeError, ValueError, ValidationError):
+        return None
+
+
+def _erasure_row(row: Sequence[Any]) -> tuple[Any, ...] | None:
+    """:func:`_logged_erasure`'s tuple from a row of the erasures table (its
+    :data:`_ERASURE_COLUMNS`); None when it cannot be read."""
+    at_us, by, reason, selection, fields, rows_erased, digest, version = row
+    try:
+        return (
+            int(at_us), by, reason, orjson.loads(selection), orjson.loads(fields),
+            int(rows_erased), digest, int(version),
+        )  # fmt: skip
+    except (TypeError, ValueError):  # orjson's JSONDecodeError is a ValueError
         return None
 
 

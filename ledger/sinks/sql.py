@@ -75,6 +75,7 @@ __all__ = [
     "READ_COLUMNS",
     "SQLReader",
     "events_table",
+    "fetch_all",
 ]
 
 log = logging.getLogger(__name__)
@@ -136,13 +137,15 @@ _by_event_id = itemgetter(1)  # a row's event id (text)
 _BEFORE_ANY_SEQ = -(2**63)  # below every bigint: the cursor of a read from the start
 
 
-def _all(conn: sa.Connection, query: sa.Select[Any]) -> list[Any]:
+def fetch_all(
+    conn: sa.Connection, query: sa.Executable, params: dict[str, Any] | None = None
+) -> list[Any]:
     """Every row of ``query`` as the driver's own tuples. The query runs through
     SQLAlchemy as any other (its errors wrapped, a lost connection invalidated); the rows
     are taken from the DB-API cursor, without a ``Row`` object each (a ``chain()`` of
     1,000 events spends about 4 % of its time making them). Values are the driver's:
     ``has_err`` may be 0/1 on SQLite (:func:`parse_row` reads it with ``bool``)."""
-    result = conn.execute(query)
+    result = conn.execute(query, params)
     try:
         return list(result.cursor.fetchall())
     except conn.dialect.loaded_dbapi.Error as exc:  # as SQLAlchemy wraps a failed fetch
@@ -247,7 +250,7 @@ class SQLReader(Closing):
             .order_by(t.c.seq)  # served by the (run_id, seq) index; sorted by id below
         )
         with self._reading() as conn:
-            fetched = _all(conn, query)
+            fetched = fetch_all(conn, query)
         if not fetched:
             raise RunNotFound(f"no events of run {run_id!r} are stored (see `ledger runs`)")
         try:
@@ -349,7 +352,7 @@ class SQLReader(Closing):
                     .order_by(t.c.seq)
                     .limit(size)
                 )
-                rows = _all(conn, query)
+                rows = fetch_all(conn, query)
             for row in rows:
                 yield self._decode(row)
             if len(rows) < size:
