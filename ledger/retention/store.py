@@ -77,7 +77,7 @@ from ledger.sinks.rows import (
     stated_micros,
     to_micros,
 )
-from ledger.sinks.shred import SEALED_FIELDS, ShredTables
+from ledger.sinks.shred import SEALED_FIELDS, shred_tables
 from ledger.sinks.sql import fetch_all
 from ledger.sinks.tree import NUMBERED_COLUMNS, TreeTables, number_rows, raise_time_high
 from ledger.timefmt import (
@@ -360,7 +360,7 @@ class Retention:
         self._events: sa.Table = sink._table
         self._trees: TreeTables = sink._trees
         self._t = retention_tables(self._schema)
-        shred = ShredTables(self._schema)
+        shred = shred_tables(self._schema)
         self._keys, self._mode = shred.keys, shred.mode
         self._clock = clock
         self._logged_queries: dict[tuple[str, ...], Any] = {}

@@ -38,6 +38,7 @@ erasures) are never encrypted: ``ledger verify`` reads them.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 import os
@@ -69,6 +70,7 @@ __all__ = [
     "ShredTables",
     "attach_payloads",
     "shows_sealed",
+    "shred_tables",
     "shredding",
 ]
 
@@ -207,6 +209,14 @@ class ShredTables:
         )
 
 
+@functools.cache
+def shred_tables(schema: str | None = None) -> ShredTables:
+    """The tables of ``schema``, made once per process (SQLAlchemy compiles a statement
+    once per table object: tables made afresh for each reader or erasure would compile
+    theirs every time)."""
+    return ShredTables(schema)
+
+
 def sealed_row(row: Sequence[Any]) -> bool:
     """True when a stored row (its JSON ninth) holds a sealed payload: an envelope as
     ``args`` or ``result`` (raw JSON) or as the ``preview`` (a JSON string, escaped)."""
@@ -273,7 +283,7 @@ class Payloads:
         self._wrapper = wrapper
         self._origin = origin
         self.key_id = key_id
-        self._t = ShredTables(getattr(sink, "schema", None))
+        self._t = shred_tables(getattr(sink, "schema", None))
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[float, _RunKey]] = {}
         # without the operator's key, rows read as a keyless reader's: an erased run's
@@ -565,7 +575,7 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
         # erased: the run keys' table is read at the first envelope (opening reads nothing)
         sink._decode = _KeylessDecode(sink)
         return
-    t = ShredTables(getattr(sink, "schema", None))
+    t = shred_tables(getattr(sink, "schema", None))
     reading: AbstractContextManager[sa.Connection] = sink._reading()
     with reading as conn:
         row = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
@@ -619,7 +629,7 @@ class _KeylessDecode:
 
     def __init__(self, sink: Any) -> None:
         self._sink = sink
-        self._t = ShredTables(getattr(sink, "schema", None))
+        self._t = shred_tables(getattr(sink, "schema", None))
         self._gone: dict[str, _Destroyed] = {}
         self._at: float | None = None
         self._settled = False
@@ -696,7 +706,7 @@ def shredding(sink: Any) -> bool:
     row was deleted but whose data keys remain is still one."""
     if not hasattr(sink, "_reading") or not hasattr(sink, "_table"):
         return False
-    t = ShredTables(getattr(sink, "schema", None))
+    t = shred_tables(getattr(sink, "schema", None))
     reading: AbstractContextManager[sa.Connection] = sink._reading()
     with reading as conn:  # a data key without the mode row: the row was deleted
         return any(
