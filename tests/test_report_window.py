@@ -24,10 +24,12 @@ import pytest
 # shadow the mcp package for every test collected after this one
 from benchmarks.scale import fleet
 from ledger.canonical import sha256_of
+from ledger.errors import ValidationError
 from ledger.integrity.note import Signer, generate_key
 from ledger.model import Event
+from ledger.model.values import OUTSIDE_RUN_PREFIX
 from ledger.report import build_report
-from ledger.report.listing import MAX_LISTED
+from ledger.report.listing import LISTINGS, MAX_LISTED
 from ledger.report.verification import verify_rows
 from ledger.sinks import PostgresSink, SQLiteSink
 
@@ -188,10 +190,105 @@ def test_a_window_with_more_denials_than_listed_counts_them_all(tmp_path: Path) 
         assert data["totals"]["denials"] == n
         listing = data["listing"]
         assert listing["more"] == {"denials": 234}
-        assert listing["full"]["denials"].startswith("ledger events --kind action")
+        assert listing["full"]["denials"] == f"ledger report --listed {n} --json"
         assert "234 more" in r.to_html()
         assert any(row.startswith("listing,") for row in r.to_csv().splitlines())
     assert report.denials == streamed.denials
+
+
+def _overfull(t0: datetime) -> list[Event]:
+    """More than a listing holds of: denials (some needing approval, some with no
+    verdict), allowed actions with no result (after others that have one), results
+    with no intent, and calls outside any run."""
+    ref = [{"source": "tool", "id": "x"}]
+    out: list[Event] = []
+    for i in range(MAX_LISTED + 30):
+        t = t0 + timedelta(seconds=i)
+        out += [
+            Event(kind="action", run_id=f"ok{i}", call_id="c", tool="w", verdict="allowed",
+                  args={}, refs=ref, time=t),
+            Event(kind="tool_result", run_id=f"ok{i}", call_id="c", tool="w", result="1",
+                  time=t + timedelta(milliseconds=1)),
+            Event(kind="action", run_id=f"miss{i}", call_id="c", tool="w", verdict="allowed",
+                  args={}, refs=ref, time=t + timedelta(hours=2)),
+            Event(kind="action", run_id=f"na{i}", call_id="c", tool="w",
+                  verdict=("needs_approval", "denied", None)[i % 3], args={},
+                  time=t + timedelta(hours=3)),
+            Event(kind="tool_result", run_id=f"orphan{i}", call_id="c", tool="w",
+                  result="1", time=t + timedelta(hours=4)),
+            Event(kind="action", run_id=f"{OUTSIDE_RUN_PREFIX}{i}", call_id="c", tool="w",
+                  verdict="denied",
+                  args={}, time=t + timedelta(hours=5)),
+        ]  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("build", ["database", "streamed"])
+def test_the_command_a_report_names_lists_every_item_of_each_listing(
+    tmp_path: Path, build: str
+) -> None:
+    """For every listing longer than the report holds, the command the report names
+    (its JSON ``listing.full``) lists exactly the items the report counted: not the
+    events of a filter that takes in others (allowed actions that have a result, say)
+    or leaves some out (denials needing approval)."""
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+    from ledger.sinks import JSONLSink
+
+    t0 = datetime(2025, 3, 1, tzinfo=UTC)
+    if build == "database":
+        url = f"sqlite:///{tmp_path / 'ledger.db'}"
+        with SQLiteSink(tmp_path / "ledger.db") as sink:
+            sink.record_many(_overfull(t0))
+    else:
+        url = f"jsonl:///{tmp_path / 'ledger.jsonl'}"
+        with JSONLSink(tmp_path / "ledger.jsonl") as jsonl:
+            for event in _overfull(t0):
+                jsonl.record(event)
+    window = ["--since", "2025-03-01", "--until", "2025-03-02"]
+    first = CliRunner().invoke(cli, ["report", "--db", url, *window, "--json"])
+    assert first.exit_code in (0, 3), first.output
+    data = orjson.loads(first.output)
+    full = data["listing"]["full"]
+    assert set(full) >= {"runs", "denials", "missing_results", "unsafe_without_intent",
+                         "outside_runs", "approved"}  # fmt: skip
+    for name, command in full.items():
+        argv = command.split()
+        assert argv[:2] == ["ledger", "report"] and argv[-1] == "--json"
+        again = CliRunner().invoke(cli, [*argv[1:], "--db", url])
+        assert again.exit_code in (0, 3), again.output
+        items = _member(orjson.loads(again.output), LISTINGS[name])
+        assert len(items) == data["listing"]["more"][name] + len(_member(data, LISTINGS[name])), (
+            name
+        )  # every item of the listing
+        assert items[:MAX_LISTED] == _member(data, LISTINGS[name]), name  # its first ones
+        if name == "denials":
+            assert {d["verdict"] for d in items} == {"denied", "needs_approval", "none"}
+        if name == "missing_results":
+            assert all(m["run_id"].startswith("miss") for m in items)
+
+
+def _member(data: dict[str, Any], path: str) -> list[Any]:
+    found: Any = data
+    for key in path.split("."):
+        found = found[key]
+    assert isinstance(found, list)
+    return found
+
+
+def test_listed_bounds_each_listing_and_is_checked(tmp_path: Path) -> None:
+    with SQLiteSink(tmp_path / "ledger.db") as sink:
+        sink.record_many(_denials(40))
+        few = build_report(sink, listed=5)
+        none = build_report(sink, listed=0)
+        for bad in (-1, 2.5, "5", True):
+            with pytest.raises(ValidationError):
+                build_report(sink, listed=bad)  # type: ignore[arg-type]
+    assert len(few.denials) == 5 and few.counts.denials == 40
+    assert few.to_dict()["listing"]["limit"] == 5
+    assert few.to_dict()["listing"]["full"]["denials"] == "ledger report --listed 40 --json"
+    assert none.denials == () and none.runs == () and none.counts.denials == 40
 
 
 def test_approved_actions_are_counted_per_approver_tool_and_policy(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from ledger.cli.common import (
 )
 from ledger.model.shown import one_line
 from ledger.report import ComplianceReport, build_report
+from ledger.report.listing import LISTINGS, MAX_LISTED
 from ledger.report.model import run_outcome
 from ledger.timefmt import format_time_us
 
@@ -169,14 +170,17 @@ def _detail_tables(r: ComplianceReport, console: Console) -> None:
 def _say_more(console: Console, r: ComplianceReport, name: str, what: str, shown: int) -> None:
     """The line under a table that shows only its first ``shown`` items: how many more
     the window holds, and where they are listed (the other formats list the first
-    :data:`~ledger.report.listing.MAX_LISTED`; the command lists every one)."""
+    ``--listed`` items, :data:`~ledger.report.listing.MAX_LISTED` by default; the command,
+    the same report with every item listed, lists every one)."""
     total = int(r.counts.to_dict()[name])
     if total <= shown:
         return
     listed = len(getattr(r, name))
     command = r.listing()["full"].get(name)
     where = (
-        f"`{command}` lists them all" if command else "--format json, csv or html lists them all"
+        f"`{command}` lists them all (its `{LISTINGS[name]}`)"
+        if command
+        else "--format json, csv or html lists them all"
     )
     if command and listed > shown:
         where = f"--format json, csv or html lists the first {listed}; {where}"
@@ -222,6 +226,15 @@ def _rows_table(title: str, rows: list[tuple[str, ...]]) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--nl", "as_nl", is_flag=True, help="The CSV rows as newline-delimited JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv.")
+@click.option(
+    "--listed",
+    type=click.IntRange(min=0),
+    default=MAX_LISTED,
+    show_default=True,
+    metavar="N",
+    help="How many items each listing (runs, denials, missing results, ...) holds, the "
+    "first in time order; its count is always whole. Memory grows with N.",
+)
 def report(
     db: str,
     since: Any,
@@ -232,6 +245,7 @@ def report(
     as_json: bool,
     as_nl: bool,
     as_csv: bool,
+    listed: int,
 ) -> None:
     """Compliance report: runs, actions per tool, denials, approved actions and who
     approved them, actions and denials per agent and principal, missing results, actions
@@ -241,7 +255,9 @@ def report(
         raise click.UsageError("give one output form: --format, --json, --nl or --csv")
     fmt = picked[0] if picked else fmt
     with open_db(db) as reader, progress("reading events") as update:
-        r = build_report(reader, since=since, until=until, progress=update, ledger=db)
+        r = build_report(
+            reader, since=since, until=until, progress=update, ledger=db, listed=listed
+        )
     if fmt == "table" and output is None:
         print_summary(r, stdout())
     elif fmt == "table":

@@ -572,13 +572,14 @@ def _window_micros(since: datetime | None, until: datetime | None) -> tuple[int 
     )
 
 
-def _listed_runs(reader: SQLReader, where: list[Any], outside: int) -> tuple[RunSummary, ...]:
-    """The first :data:`MAX_LISTED` runs of the window (``where``: its bounds and the
-    report's bound on ``seq``), oldest first, as ``reader.runs`` gives them
-    (``outside``: how many of the window's "runs" are calls outside any run, left
-    out)."""
-    listed = reader._summaries(reader._runs_query(where, MAX_LISTED + outside, False))
-    return tuple(r for r in listed if not outside_any_run(r.run_id))[:MAX_LISTED]
+def _listed_runs(
+    reader: SQLReader, where: list[Any], outside: int, limit: int
+) -> tuple[RunSummary, ...]:
+    """The first ``limit`` runs of the window (``where``: its bounds and the report's
+    bound on ``seq``), oldest first, as ``reader.runs`` gives them (``outside``: how
+    many of the window's "runs" are calls outside any run, left out)."""
+    listed = reader._summaries(reader._runs_query(where, limit + outside, False))
+    return tuple(r for r in listed if not outside_any_run(r.run_id))[:limit]
 
 
 def _keeps_tree(reader: SQLReader) -> bool:
@@ -603,9 +604,11 @@ def report_in_database(
     until: datetime | None = None,
     progress: Callable[[int], None] | None = None,
     ledger: str = "",
+    listed: int = MAX_LISTED,
 ) -> ComplianceReport:
     """The report over ``[since, until)`` of the SQL reader ``reader`` (see the module
-    docstring); the same fields, rules and order as the streaming build."""
+    docstring); the same fields, rules and order as the streaming build (``listed``:
+    how many items each listing holds)."""
     if not isinstance(reader, SQLReader):
         raise ValidationError(f"reader: expected a SQL sink, got {type(reader).__name__}")
     t = reader._table
@@ -623,7 +626,7 @@ def report_in_database(
         ).one()
     tree = _keeps_tree(reader)
     head = reader.current_head() if tree else None  # type: ignore[attr-defined]
-    tally = Tally()
+    tally = Tally(listed=listed)
     leaves: LeafRange | None = None
     work: _Pass | None = None
     run_total = 0
@@ -659,7 +662,7 @@ def report_in_database(
         if allowed or denied:
             stats = tally.tool(tool)
             stats.actions, stats.denials = allowed, denied
-    runs = _listed_runs(reader, where, 0 if work is None else work.ends.outside)
+    runs = _listed_runs(reader, where, 0 if work is None else work.ends.outside, listed)
     oldest, newest = _held(reader, upto)
     first_t = None if work is None or work.first is None else from_micros(work.first)
     last_t = None if work is None or work.last is None else from_micros(work.last)

@@ -62,9 +62,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
+from ledger.errors import ValidationError
 from ledger.integrity.verify import verify_stored
 from ledger.model.values import outside_any_run
-from ledger.report.calls import CallPass, look_across, tally_parts
+from ledger.report.calls import CallPass, Tally, look_across, tally_parts
 from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
 from ledger.report.listing import MAX_LISTED
@@ -99,17 +100,22 @@ def build_report(
     until: datetime | str | None = None,
     progress: Progress | None = None,
     ledger: str = "",
+    listed: int = MAX_LISTED,
 ) -> ComplianceReport:
     """Build the compliance report over ``[since, until)`` from ``reader``; ``ledger``
     names the ledger it covers (its URL; a password in it is never shown). ``since``
     and ``until`` are aware datetimes or RFC 3339 text, as the readers take them
-    (``ValidationError`` for a naive or malformed one).
+    (``ValidationError`` for a naive or malformed one). Each listing (runs, denials,
+    missing results, ...) holds its first ``listed`` items in time order (memory grows
+    with it) beside its count; ``ValidationError`` unless it is an integer >= 0.
 
     ``progress``, when given, is called with the number of events read so far (every few
     thousand events and at the end), for a progress display.
     """
     from ledger.report.aggregate import Restream, in_database, report_in_database
 
+    if type(listed) is not int or listed < 0:
+        raise ValidationError(f"listed: expected an integer >= 0, got {listed!r}")
     since = None if since is None else coerce_time(since, field="since")
     until = None if until is None else coerce_time(until, field="until")
 
@@ -117,12 +123,14 @@ def build_report(
     if in_database(reader):
         try:
             report = report_in_database(
-                reader, since=since, until=until, progress=progress, ledger=ledger
+                reader, since=since, until=until, progress=progress, ledger=ledger, listed=listed
             )
         except Restream as why:
             log.warning("compliance report: streaming every event instead (%s)", why)
     if report is None:
-        report = _streamed(reader, since=since, until=until, progress=progress, ledger=ledger)
+        report = _streamed(
+            reader, since=since, until=until, progress=progress, ledger=ledger, listed=listed
+        )
         report = replace(report, log_check=verify_stored(reader))
     report = replace(report, retention=retention_section(reader, since=since, until=until))
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
@@ -136,9 +144,10 @@ def _streamed(
     until: datetime | None,
     progress: Progress | None,
     ledger: str,
+    listed: int,
 ) -> ComplianceReport:
     """The report from one pass of whole events (any reader)."""
-    state = CallPass()
+    state = CallPass(tally=Tally(listed=listed))
     for e in each_event(reader, state.skipped, since=since, until=until):
         state.add(e)
         if progress is not None and state.events % _PROGRESS_EVERY == 0:
@@ -158,7 +167,7 @@ def _streamed(
         since=since,
         until=until,
         events=state.events,
-        runs=tuple(runs[:MAX_LISTED]),
+        runs=tuple(runs[:listed]),
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,

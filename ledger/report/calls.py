@@ -28,7 +28,7 @@ from ledger.model.event import Event
 from ledger.model.marks import failed
 from ledger.model.values import Actor, Approval, Kind, Verdict, outside_any_run
 from ledger.report.hashes import each_event
-from ledger.report.listing import Capped
+from ledger.report.listing import MAX_LISTED, Capped
 from ledger.report.model import (
     ApprovalGroup,
     ApprovedAction,
@@ -182,16 +182,24 @@ class Tally:
     :class:`~ledger.report.listing.Capped` listings (their totals, the first ones in time
     order), approved actions also counted per approver, tool and policy."""
 
+    listed: int = MAX_LISTED  # how many items each listing keeps (the first in time)
     tools: dict[str, ToolStats] = field(default_factory=dict)
     agents: dict[str, WhoStats] = field(default_factory=dict)
     principals: dict[str, WhoStats] = field(default_factory=dict)
-    denials: Capped[Denial] = field(default_factory=lambda: Capped(key=_by_time))
-    outside: Capped[Finding] = field(default_factory=lambda: Capped(key=_by_time))
-    missing: Capped[Finding] = field(default_factory=lambda: Capped(key=_by_time))
-    unsafe: Capped[Finding] = field(default_factory=lambda: Capped(key=_by_time))
-    approved: Capped[ApprovedAction] = field(default_factory=lambda: Capped(key=_by_time))
     groups: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
+    denials: Capped[Denial] = field(init=False)
+    outside: Capped[Finding] = field(init=False)
+    missing: Capped[Finding] = field(init=False)
+    unsafe: Capped[Finding] = field(init=False)
+    approved: Capped[ApprovedAction] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.denials = Capped(limit=self.listed, key=_by_time)
+        self.outside = Capped(limit=self.listed, key=_by_time)
+        self.missing = Capped(limit=self.listed, key=_by_time)
+        self.unsafe = Capped(limit=self.listed, key=_by_time)
+        self.approved = Capped(limit=self.listed, key=_by_time)
 
     def tool(self, name: str) -> ToolStats:
         stats = self.tools.get(name)
@@ -231,6 +239,7 @@ def tally_parts(tally: Tally, runs: int) -> dict[str, Any]:
         "principals": tuple(sorted(tally.principals.values(), key=lambda w: w.who)),
         "outside_runs": tally.outside.items(),
         "listed": listed_of(tally, runs),
+        "list_limit": tally.listed,
         "approval_groups": tally.approval_groups(),
     }
 

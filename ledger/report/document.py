@@ -45,8 +45,9 @@ class ComplianceReport:
     """Everything the compliance officer shows for one window of time.
 
     The listings (``runs``, ``denials``, ``missing_results``, ``unsafe_without_intent``,
-    ``approved``, ``outside_runs``) hold at most :data:`~ledger.report.listing.MAX_LISTED`
-    items each, the first in time order; :attr:`counts` says how many each has in the
+    ``approved``, ``outside_runs``) hold at most ``list_limit`` items each
+    (:data:`~ledger.report.listing.MAX_LISTED` unless ``build_report`` was given another
+    ``listed``), the first in time order; :attr:`counts` says how many each has in the
     window, and ``approval_groups`` counts every approved action per approver, tool and
     policy."""
 
@@ -73,6 +74,7 @@ class ComplianceReport:
     listed: Listed | None = None  # the listings' totals (None: each listing is complete)
     approval_groups: tuple[ApprovalGroup, ...] = ()
     log_scope: LogScope | None = None  # which rows the log check re-read (None: every row)
+    list_limit: int = MAX_LISTED  # the most items a listing holds (build_report's listed)
 
     @property
     def counts(self) -> Listed:
@@ -102,7 +104,7 @@ class ComplianceReport:
         }
         more = {k: counts[k] - n for k, n in shown.items() if counts[k] > n}
         return {
-            "limit": MAX_LISTED,
+            "limit": self.list_limit,
             "more": more,
             "full": {k: full_listing(k, self.since, self.until, counts[k]) for k in more},
         }

@@ -10,7 +10,8 @@ counts the rest, so its memory does not grow with the ledger.
 A year of a busy fleet holds hundreds of thousands of denials, approved actions and
 runs; the report keeps their counts (and, for approved actions, the counts per approver,
 tool and policy) and lists the first :data:`MAX_LISTED` of each in time order. The full
-lists come from the ledger itself (:func:`full_listing` names the command).
+lists come from the same report with a larger ``listed`` (:func:`full_listing` names
+the command).
 """
 
 from __future__ import annotations
@@ -21,10 +22,20 @@ from typing import Any, Generic, TypeVar
 
 from ledger.timefmt import format_time_us
 
-__all__ = ["MAX_LISTED", "Capped", "full_listing"]
+__all__ = ["LISTINGS", "MAX_LISTED", "Capped", "full_listing"]
 
 MAX_LISTED = 1000
-"""The most items of one kind a report lists (the first in time order)."""
+"""The most items of one kind a report lists by default (the first in time order)."""
+
+LISTINGS = {
+    "runs": "runs",
+    "denials": "denials",
+    "missing_results": "missing_results",
+    "unsafe_without_intent": "unsafe_without_intent.items",
+    "approved": "approved_actions",
+    "outside_runs": "outside_runs",
+}
+"""The report's listings, each with where its items stand in the report's JSON form."""
 
 T = TypeVar("T")
 
@@ -66,26 +77,21 @@ class Capped(Generic[T]):
         return self.total - min(self.total, self.limit)
 
 
-_FULL = {
-    "runs": "ledger runs{window} --json",
-    "denials": "ledger events --kind action --verdict denied{window} --limit {n} --json",
-    "approved": "ledger events --kind action --verdict allowed{window} --limit {n} --json",
-    "missing_results": "ledger events --kind action --verdict allowed{window} --limit {n} --json",
-    "unsafe_without_intent": "ledger events --kind tool_result{window} --limit {n} --json",
-    "outside_runs": "ledger events --kind action{window} --limit {n} --json",
-}
-
-
 def full_listing(name: str, since: datetime | None, until: datetime | None, total: int) -> str:
     """The command that lists every item of the listing ``name`` of a report over
-    ``[since, until)`` (``total`` items), read from the ledger.
+    ``[since, until)`` (``total`` items): the same report, its listings holding
+    ``total`` items each (``--listed``), as JSON, where the listing's items are at
+    ``LISTINGS[name]``. The same build and rules, so exactly the items the report counted (a
+    ``ledger events`` filter could not say "an allowed action with no result").
 
-    >>> full_listing("runs", None, None, 5)
-    'ledger runs --json'
+    >>> full_listing("missing_results", None, None, 1200)
+    'ledger report --listed 1200 --json'
     """
+    if name not in LISTINGS:
+        raise ValueError(f"no report listing {name!r}; listings are {', '.join(LISTINGS)}")
     window = ""
     if since is not None:
         window += f" --since {format_time_us(since)}"
     if until is not None:
         window += f" --until {format_time_us(until)}"
-    return _FULL[name].format(window=window, n=max(total, 1))
+    return f"ledger report{window} --listed {max(total, 1)} --json"

@@ -18,6 +18,7 @@ from html import escape
 from typing import Any, Protocol
 
 from ledger.report.hashes import HashCheck
+from ledger.report.listing import LISTINGS
 from ledger.report.model import (
     ApprovalGroup,
     ApprovedAction,
@@ -273,7 +274,8 @@ def _more(r: ReportView, name: str) -> str:
         return ""
     return (
         f'<p class="muted">The first {listing["limit"]} in time order are listed, and '
-        f"{more} more: <code>{escape(listing['full'][name])}</code> lists them all.</p>"
+        f"{more} more: <code>{escape(listing['full'][name])}</code> lists them all "
+        f"(its <code>{escape(LISTINGS[name])}</code>).</p>"
     )
 
 
