@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.integrity.policy_change import lowers, signed_by
+from ledger.integrity.policy_change import lowers, signed_by, signed_here
 from ledger.model.erasure import (
     ADMIN_RUN_PREFIX,
     POLICY_TOOL,
@@ -75,9 +75,10 @@ class RecordTally:
 class ErasedRows:
     """State of the erased-row rule over one pass (see the module notes)."""
 
-    __slots__ = ("claims", "holds", "keys", "policy", "records", "unsigned")
+    __slots__ = ("before", "claims", "holds", "keys", "origin", "policy", "records", "unsigned")
 
-    def __init__(self) -> None:
+    def __init__(self, origin: str | None = None) -> None:
+        self.origin = origin  # the log's identity (None: not known)
         self.reset()
 
     def reset(self) -> None:
@@ -86,6 +87,7 @@ class ErasedRows:
         self.claims: list[tuple[int, bytes, str]] = []  # (leaf index, kept hash, event id)
         self.policy: tuple[int, timedelta] | None = None  # the policy in force (version, floor)
         self.keys: tuple[str, ...] = ()  # the keys of the policy in force
+        self.before: tuple[str, str] | None = None  # its record: event id, origin named
         self.holds: dict[str, HoldScope] = {}  # the holds placed and not yet released
         # (event id, message, leaf index) of each policy record that lowered the floor,
         # or changed the keys, with no valid signature by a key of the policy before it,
@@ -110,14 +112,17 @@ class ErasedRows:
                 return
             keys = args.get("keys")
             keys = tuple(keys) if type(keys) is list and all(type(k) is str for k in keys) else ()
-            if (
-                self.policy is not None
-                and lowers(self.policy[1], self.keys, policy[1], keys)
-                and not signed_by(args, self.keys)
-            ):
-                self.unsigned.append((event_id, _unsigned(event_id, policy, self.policy), index))
-                return
+            if self.policy is not None and lowers(self.policy[1], self.keys, policy[1], keys):
+                if not signed_by(args, self.keys):
+                    said = _unsigned(event_id, policy, self.policy)
+                    self.unsigned.append((event_id, said, index))
+                    return
+                if not signed_here(args, self.before, self.origin):
+                    said = _elsewhere(event_id, policy, self.policy)
+                    self.unsigned.append((event_id, said, index))
+                    return
             self.policy, self.keys = policy, keys
+            self.before = (event_id, str(args.get("origin")))
             return
         change = hold_change(tool, args)
         if change is not None:
@@ -274,6 +279,17 @@ def _unsigned(event_id: str, policy: tuple[int, timedelta], before: tuple[int, t
         "one of that policy's keys: the ledger never writes such a change, so it was made "
         "outside it; erasures after it are judged under version "
         f"{before[0]}"
+    )
+
+
+def _elsewhere(event_id: str, policy: tuple[int, timedelta], before: tuple[int, timedelta]) -> str:
+    version, floor = policy
+    return (
+        f"retention policy record {event_id or '?'} (version {version}, floor "
+        f"{format_duration(floor)}) lowers the floor of version {before[0]} "
+        f"({format_duration(before[1])}) or changes its keys with a signature made for "
+        "another ledger's policy (its record was copied into this log, not made here); "
+        f"erasures after it are judged under version {before[0]}"
     )
 
 

@@ -5,7 +5,9 @@ A change *lowers* when its floor is below the one before it, or when it changes 
 policy keys once some are set (changing who may lower the floor is as strong as lowering
 it). Such a change stands only when it carries a valid Ed25519 signature, over the RFC
 8785 form of the change record without its ``signature`` member, by one of the keys of
-the policy before it.
+the policy before it, and was signed for this log (:func:`signed_here`): its ``after``
+names the policy record it replaces, so a change signed for another ledger (one whose
+policy the same key governs) does not stand when its record is copied into this one.
 
 >>> from datetime import timedelta
 >>> lowers(timedelta(days=180), (), timedelta(days=30), ())
@@ -26,7 +28,7 @@ from ledger.canonical import canonical_bytes
 from ledger.integrity._keytext import b64decode
 from ledger.integrity.note import Verifier
 
-__all__ = ["lowers", "signed_by"]
+__all__ = ["lowers", "signed_by", "signed_here"]
 
 
 def lowers(
@@ -67,3 +69,27 @@ def signed_by(record: Mapping[str, Any], keys: Sequence[str]) -> bool:
         ):
             return True
     return False
+
+
+def signed_here(
+    record: Mapping[str, Any], before: tuple[str, str] | None, origin: str | None
+) -> bool:
+    """True when the policy change ``record`` was made for the log it stands in, whose
+    policy record before it is ``before`` (its event id and the origin it names) and
+    whose own origin is ``origin`` (None: not known). A change names the record it
+    replaces in ``after`` (event ids are unique to a ledger, and ``ledger db copy``
+    keeps them, so a copy's history still holds). A change written before ``after``
+    existed is judged by the origin it names: this log's, or the one the record before
+    it names (a copy's earlier records name the ledger it was copied from).
+
+    >>> signed_here({"after": "01A"}, ("01A", "log-a"), "log-b")
+    True
+    >>> signed_here({"after": "01A"}, ("01B", "log-b"), "log-b")
+    False
+    >>> signed_here({"origin": "log-a"}, ("01B", "log-b"), "log-b")
+    False
+    """
+    if "after" in record:
+        return before is not None and record["after"] == before[0]
+    said = record.get("origin")
+    return origin is None or said == origin or (before is not None and said == before[1])

@@ -46,7 +46,7 @@ from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
 from ledger.integrity.note import NoteSigner, Verifier
-from ledger.integrity.policy_change import signed_by
+from ledger.integrity.policy_change import signed_by, signed_here
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
 from ledger.model.event import Event
 from ledger.model.sealed import ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT, is_envelope
@@ -543,6 +543,7 @@ class Retention:
         previous: Policy | None = None
         last: tuple[str, Any] | None = None
         history: list[tuple[str, Any, Policy]] = []
+        origin: str | None = None
         for event_id, _tool, record in self._logged(conn, [POLICY_TOOL], records):
             if not isinstance(record, dict):
                 raise _tampered(f"policy record {event_id} is not a policy change")
@@ -561,6 +562,15 @@ class Retention:
                         f"policy record {event_id} (version {record.get('version')}) lowers "
                         "the floor or changes the policy keys without a valid signature by "
                         "a key of the policy before it"
+                    )
+                assert last is not None
+                if origin is None:
+                    origin = self._sink.origin
+                if not signed_here(record, (last[0], str(last[1].get("origin"))), origin):
+                    raise _tampered(
+                        f"policy record {event_id} (version {record.get('version')}) lowers "
+                        "the floor or changes the policy keys with a signature made for "
+                        "another ledger's policy (its record was copied into this log)"
                     )
             previous, last = policy, (event_id, record)
             history.append((event_id, record, policy))
@@ -944,6 +954,7 @@ class Retention:
             run = RetentionRun()
             body = {
                 "origin": self._sink.origin,
+                "after": None if current is None else current.record_id,
                 "version": version,
                 "keep": format_duration(new.keep),
                 "floor": format_duration(new.floor),

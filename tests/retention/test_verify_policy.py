@@ -204,7 +204,7 @@ def forge_policy(
 
     run = RetentionRun()
     body: dict[str, Any] = {
-        "origin": "",
+        "origin": sink.origin,
         "version": version,
         "keep": "400d",
         "floor": floor,

@@ -1,0 +1,130 @@
+"""A signed lowering of the floor stands only in the ledger it was signed for.
+
+Two ledgers whose policies the same data-protection key governs: the key holder lowers
+the floor of one. Someone who can write the other's database but holds no key copies
+that signed record into it (the record, and a policy table row saying the same): the
+signature is valid, the versions line up, and before the change names the record it
+replaces (``after``) both the erasure API and ``ledger verify`` took it. Now the
+erasure API refuses the ledger, verify reports the record and judges later erasures
+under the policy before it, while a copy made by ``ledger db copy`` (same event ids, a
+new origin) keeps its history."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ledger.errors import RetentionError
+from ledger.integrity import generate_key
+from ledger.integrity.note import Signer
+from ledger.integrity.verify import verify_ledger
+from ledger.model.erasure import POLICY_TOOL
+from ledger.retention import Retention, Selection
+from ledger.retention.records import RetentionRun
+from ledger.retention.store import _Txn
+from ledger.sinks import SQLiteSink
+from ledger.sinks.copy import copy_ledger
+from ledger.sinks.rows import to_micros
+from ledger.timefmt import parse_time
+from tests.retention.conftest import Ledger, needs_retention_schema, run_events
+
+pytestmark = needs_retention_schema
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _lowered_record(tmp_path: Path, dpo: str, dpo_public: str) -> dict[str, Any]:
+    """The signed record of ledger A's floor lowered from 180d to 0 by the key holder."""
+    with SQLiteSink(tmp_path / "a.db") as a:
+        r = Retention(a, clock=lambda: NOW)
+        r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy", by="dpo")
+        r.set_policy(keep="400d", floor="0", reason="lower", by="dpo", signer=Signer.from_key(dpo))
+        (found,) = [
+            e.args
+            for e in a.events(kind="action", tool=POLICY_TOOL)
+            if '"version":2' in (e.args or "")
+        ]
+    record: dict[str, Any] = orjson.loads(found)
+    return record
+
+
+def _replay(sink: Any, record: dict[str, Any]) -> None:
+    """What a writer without the key does: append ``record`` as a policy change of
+    ``sink``'s ledger, with the policy table's row saying the same."""
+    r = Retention(sink)
+    run = RetentionRun()
+    at = parse_time(record["at"])
+    with r._writing() as conn:
+        conn.execute(
+            r._t.policy.insert().values(
+                version=record["version"], keep_s=400 * 86400, floor_s=0,
+                keys=json.dumps(record["keys"]), record_id=str(run.record_id),
+                set_us=to_micros(at), set_by=record["by"], reason=record["reason"],
+                signature=json.dumps(record["signature"]),
+            )
+        )  # fmt: skip
+        r._append(
+            _Txn(conn=conn, now=at),
+            run.events(tool=POLICY_TOOL, asked="set retention", record=record,
+                       outcome={"version": record["version"], "change": "lower"},
+                       reason=record["reason"], by=record["by"], at=at),
+        )  # fmt: skip
+
+
+def test_a_lowering_signed_for_another_ledger_does_not_stand(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    record = _lowered_record(tmp_path, dpo, dpo_public)
+    sink = ledger_db.open()
+    sink.record_many(run_events("young", NOW - timedelta(days=10)))
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy", by="dpo")
+    _replay(sink, record)
+    with pytest.raises(RetentionError, match="another ledger"):
+        r.erase(Selection.of_run("young"), reason="GDPR", by="x")
+    assert len(list(sink.chain("young").events)) == len(run_events("young", NOW))
+    result = verify_ledger(sink, None)
+    assert not result.ok
+    assert any("another ledger" in f.message for f in result.findings), result.findings
+
+
+def test_a_lowering_signed_here_stands_and_in_a_copy_too(tmp_path: Path) -> None:
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    with SQLiteSink(tmp_path / "a.db") as a:
+        a.record_many(run_events("young", NOW - timedelta(days=10)))
+        r = Retention(a, clock=lambda: NOW)
+        r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy", by="dpo")
+        r.set_policy(keep="400d", floor="1d", reason="lower", by="dpo", signer=Signer.from_key(dpo))
+    copied = copy_ledger(f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'c.db'}")
+    assert copied.verified
+    for name in ("a.db", "c.db"):
+        with SQLiteSink(tmp_path / name) as sink:
+            assert verify_ledger(sink, None).ok
+            r = Retention(sink, clock=lambda: NOW)
+            assert r.policy() is not None and r.policy().policy.floor == timedelta(days=1)  # type: ignore[union-attr]
+            done = r.erase(Selection.of_run("young"), reason="GDPR", by="dpo")
+            assert done.erased == len(run_events("young", NOW))
+            assert verify_ledger(sink, None).ok
+    with SQLiteSink(tmp_path / "c.db") as copy:  # the copy's own signed change stands
+        Retention(copy, clock=lambda: NOW).set_policy(
+            keep="400d", floor="0", reason="lower again", by="dpo", signer=Signer.from_key(dpo)
+        )
+        assert verify_ledger(copy, None).ok
+
+
+def test_a_change_without_after_is_judged_by_its_origin(tmp_path: Path) -> None:
+    """A change recorded before ``after`` existed stands when it names this ledger's
+    origin (or the one its previous record names), not another's."""
+    from ledger.integrity.policy_change import signed_here
+
+    assert signed_here({"origin": "log-b"}, ("01A", "log-a"), "log-b")
+    assert signed_here({"origin": "log-a"}, ("01A", "log-a"), "log-b")  # a copy's history
+    assert not signed_here({"origin": "log-x"}, ("01A", "log-a"), "log-b")
+    assert not signed_here({"after": None}, ("01A", "log-a"), "log-b")
+    assert signed_here({"origin": "log-x"}, None, None)  # no origin known: not judged
