@@ -133,7 +133,7 @@ def _scheme(url: str) -> str:
 @contextmanager
 def _sql_sink(url: str, *, write: bool) -> Iterator[Any]:
     """The SQL sink at ``url`` (one with the log methods)."""
-    from ledger.sinks.opening import open_reader, open_sink
+    from ledger.sinks.opening import lock_timeout, open_reader, open_sink
 
     if write:  # never create a ledger here: a mistyped URL would get a fresh, signed log
         try:
@@ -142,7 +142,7 @@ def _sql_sink(url: str, *, write: bool) -> Iterator[Any]:
             if str(exc).startswith("no ledger at"):  # a missing file, schema or events table
                 raise
             # a ledger at an older revision: opening it for writing upgrades it, as before
-    sink: Any = open_sink(url) if write else open_reader(url)
+    sink: Any = open_sink(url, lock_wait=lock_timeout()) if write else open_reader(url)
     try:
         if not hasattr(sink, "tree_head"):
             raise click.BadParameter(

@@ -61,7 +61,7 @@ def _key_text(value: str) -> str:
 @contextmanager
 def _retention(url: str, *, write: bool) -> Iterator[Any]:
     from ledger.retention import Retention
-    from ledger.sinks.opening import open_reader, open_sink
+    from ledger.sinks.opening import lock_timeout, open_reader, open_sink
     from ledger.sinks.url import parse_url
 
     parsed = parse_url(url)
@@ -80,7 +80,7 @@ def _retention(url: str, *, write: bool) -> Iterator[Any]:
         )
     if write:
         _require_ledger(parsed)
-    sink: Any = open_sink(url) if write else open_reader(url)
+    sink: Any = open_sink(url, lock_wait=lock_timeout()) if write else open_reader(url)
     try:
         yield Retention(sink)
     finally:
@@ -544,12 +544,12 @@ def db_vacuum(url: str, full: bool, as_json: bool) -> None:
     only marks that space free: --full rewrites the tables."""
     from ledger.report.database import database_url
     from ledger.retention.vacuum import vacuum
-    from ledger.sinks.opening import open_sink
+    from ledger.sinks.opening import lock_timeout, open_sink
 
     database_url(url)  # a `db` command: the URL forms it takes, as db check says them
     with _retention(url, write=True):
         pass  # the ledger exists and its schema is current
-    sink: Any = open_sink(url)
+    sink: Any = open_sink(url, lock_wait=lock_timeout())
     try:
         outcome = vacuum(sink, full=full)
     finally:

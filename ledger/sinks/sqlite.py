@@ -291,8 +291,15 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             try:
                 return step()
             except (sqlite3.OperationalError, sa.exc.OperationalError) as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                if not _is_busy(exc):
                     raise StorageError(f"SQLite ledger {self.path}: {exc}") from exc
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        f"the SQLite ledger {self.path} is locked by another process (waited "
+                        f"{self._lock_wait:g} s): nothing was written; try again once it is "
+                        "free, or wait longer (lock_wait=, or LEDGER_LOCK_TIMEOUT for the "
+                        "ledger command)"
+                    ) from exc
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.004)
 
