@@ -32,11 +32,13 @@ from ledger.integrity.policy_change import lowers
 from ledger.timefmt import check_duration, format_duration, format_time
 
 __all__ = [
+    "MAX_REASON",
     "Hold",
     "Policy",
     "change_kind",
     "parse_date",
     "require_reason",
+    "visible_text",
 ]
 
 
@@ -80,24 +82,67 @@ def parse_date(text: str, *, what: str = "date") -> datetime:
     return moment
 
 
+MAX_REASON = 1000
+"""The longest reason, in characters: an erasure's reason is kept in every tombstone
+it writes, and erased rows keep a small size."""
+
+
 def require_reason(reason: object, what: str = "reason") -> str:
     """The reason stripped; ``ValidationError`` when it is missing or blank (nothing
-    but spaces, controls, separators and invisible format characters: nothing said)."""
-    if not isinstance(reason, str) or not any(map(_visible, reason)):
+    but spaces, controls, separators and characters that show nothing: nothing said),
+    or longer than :data:`MAX_REASON` characters.
+
+    >>> require_reason("  GDPR Art. 17 request 42 ")
+    'GDPR Art. 17 request 42'
+    >>> require_reason("\u3164")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ledger.errors.ValidationError: reason: a reason is required ...
+    """
+    if not isinstance(reason, str) or not visible_text(reason):
         raise ValidationError(
             f"{what}: a reason is required (say why, e.g. 'GDPR Art. 17 request #42'); "
             "nothing was changed"
         )
     if "\x00" in reason:
         raise ValidationError(f"{what}: a reason cannot hold a NUL character")
-    return require_text(reason, what).strip()
+    said = require_text(reason, what).strip()
+    if len(said) > MAX_REASON:
+        raise ValidationError(
+            f"{what}: {len(said):,} characters; a reason is at most {MAX_REASON:,} (an "
+            "erasure keeps it in every row it erases): say why briefly and point to the "
+            "case, e.g. 'GDPR Art. 17 request #42, see ticket DPO-1234'; nothing was changed"
+        )
+    return said
+
+
+def visible_text(text: str) -> bool:
+    """True when ``text`` shows something: a character that is not a space, a control,
+    a separator, an invisible format character, or one of the letters and marks that
+    show nothing (Unicode's default-ignorable code points, such as the Hangul fillers,
+    and the blank Braille pattern).
+
+    >>> visible_text("dpo"), visible_text("\u200b \u3164\u2800")
+    (True, False)
+    """
+    return any(map(_visible, text))
 
 
 _UNSEEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp", "Zs"))
+# Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt) that are
+# not already of an unseen category, and U+2800 (the blank Braille pattern)
+_SHOW_NOTHING = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
 
 
 def _visible(c: str) -> bool:
-    return not c.isspace() and unicodedata.category(c) not in _UNSEEN
+    if c.isspace() or unicodedata.category(c) in _UNSEEN:
+        return False
+    code = ord(c)
+    return not any(low <= code <= high for low, high in _SHOW_NOTHING)
 
 
 NO_REASON = "(no reason given)"

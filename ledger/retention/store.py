@@ -67,6 +67,7 @@ from ledger.retention.rules import (
     refuse,
     require_reason,
     require_text,
+    visible_text,
 )
 from ledger.retention.tables import retention_tables
 from ledger.retention.tombstones import TombstoneMaker
@@ -124,11 +125,24 @@ def _actor(by: object) -> str:
     return _name(by, "--by")
 
 
+_MAX_NAME = 200  # the longest name of who acts, in characters
+
+
 def _name(text: str, what: str) -> str:
     require_text(text, what)  # not UTF-8 (a lone surrogate) is said as such
     if not shows_as_is(text):  # a line break of any kind, a control, a bidi override
         raise ValidationError(
             f"{what}: {text!r} holds a control character or a line break; nothing was changed"
+        )
+    if not visible_text(text):  # only characters that show nothing
+        raise ValidationError(
+            f"{what}: {text!r} shows nothing; say who is acting (a name, e.g. "
+            "'dpo@example.com'); nothing was changed"
+        )
+    if len(text.strip()) > _MAX_NAME:
+        raise ValidationError(
+            f"{what}: {len(text.strip()):,} characters; a name is at most {_MAX_NAME}; "
+            "nothing was changed"
         )
     return text.strip()
 
@@ -1241,6 +1255,7 @@ class Retention:
             fields = ALL_FIELDS
         elif isinstance(fields, str):  # one field name, not its letters
             fields = (fields,)
+        fields = tuple(fields)  # read once (a generator, say)
         wanted = tuple(f for f in ALL_FIELDS if f in set(fields))
         unknown = sorted(set(fields) - set(ALL_FIELDS))
         if unknown or not wanted:

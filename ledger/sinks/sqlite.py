@@ -296,9 +296,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 if time.monotonic() > deadline:
                     raise StorageError(
                         f"the SQLite ledger {self.path} is locked by another process (waited "
-                        f"{self._lock_wait:g} s): nothing was written; try again once it is "
-                        "free, or wait longer (lock_wait=, or LEDGER_LOCK_TIMEOUT for the "
-                        "ledger command)"
+                        f"{self._lock_wait:g} s); try again once it is free, or wait longer "
+                        "(lock_wait=, or LEDGER_LOCK_TIMEOUT for the ledger command)"
                     ) from exc
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.004)

@@ -65,7 +65,9 @@ def test_locked_database_is_one_line(tmp_path: Path) -> None:
     finally:
         holder.close()
     assert result.returncode == 1
-    assert result.stderr.strip().endswith("database is locked"), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "is locked by another process (waited 0.5 s)" in result.stderr, result.stderr
+    assert "LEDGER_LOCK_TIMEOUT" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
 
