@@ -55,7 +55,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ledger.errors import CorruptRecord, IntegrityError, PayloadKeyError, StorageError
-from ledger.model.erasure import ALL_FIELDS, Erasure
+from ledger.model.erasure import ADMIN_RUN_PREFIX, ALL_FIELDS, Erasure
 from ledger.model.event import Event
 from ledger.model.sealed import ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT, is_envelope
 from ledger.sinks.rows import parse_row
@@ -563,8 +563,10 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     once their schema is current.
 
     ``payload_key`` (else ``$LEDGER_PAYLOAD_KEY``) on a new, empty ledger opened by a
-    writer makes it a shredding ledger. ``PayloadKeyError``: another key than the
-    ledger's, or a key given to a writer of a ledger created in clear that holds events.
+    writer makes it a shredding ledger (empty of events: a retention policy or hold set
+    first, whose records are always in clear, leaves the choice open).
+    ``PayloadKeyError``: another key than the ledger's, or a key given to a writer of a
+    ledger created in clear that holds events.
     """
     wrapper = payload_key
     if wrapper is None and os.environ.get(ENV_KEY, "").strip():
@@ -580,11 +582,7 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     with reading as conn:
         row = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
         mode = None if row is None else (str(row[0]), str(row[1]))
-        empty = (
-            mode is not None
-            or wrapper is None
-            or conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is None
-        )
+        empty = mode is not None or wrapper is None or not _holds_events(conn, sink._table)
         if mode is None:
             mode = _lost_mode(sink, conn, t, writer=writer)
     if mode is None:
@@ -744,6 +742,15 @@ def _lost_mode(
     return SCHEME, str(found[0])
 
 
+def _holds_events(conn: sa.Connection, events: sa.Table) -> bool:
+    """True when the ledger holds an event a writer stored: its payload mode is then
+    decided (in clear, unless recorded). Retention records (a policy or a hold set
+    before the first event), always stored in clear, leave it open."""
+    prefix = sa.func.substr(events.c.run_id, 1, len(ADMIN_RUN_PREFIX))
+    found = conn.execute(sa.select(events.c.seq).where(prefix != ADMIN_RUN_PREFIX).limit(1))
+    return found.first() is not None
+
+
 def _create_mode(sink: Any, t: ShredTables, wrapper: KeyWrapper) -> tuple[str, str]:
     """Record shredding mode in a new ledger (refused when an event arrived meanwhile)."""
     writing: AbstractContextManager[sa.Connection] = sink._tree_writing()
@@ -755,12 +762,12 @@ def _record_mode(
     conn: sa.Connection, sink: Any, t: ShredTables, key_id: str, *, created: bool
 ) -> tuple[str, str]:
     """The ledger's payload mode, recorded in ``conn``'s transaction when no row holds it
-    and the ledger holds no event (an event stored in clear first makes it a ledger in
-    clear for good: ``PayloadKeyError``)."""
+    and the ledger holds no event (:func:`_holds_events`; an event stored in clear first
+    makes it a ledger in clear for good: ``PayloadKeyError``)."""
     mode = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
     if mode is not None:
         return str(mode[0]), str(mode[1])
-    if conn.execute(sa.select(sink._table.c.seq).limit(1)).first() is not None:
+    if _holds_events(conn, sink._table):
         raise PayloadKeyError(
             "the ledger received events while it was being created; open it again"
             if created
