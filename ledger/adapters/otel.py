@@ -17,7 +17,10 @@ Each run becomes a trace following the OpenTelemetry GenAI semantic conventions:
   type when the error names one, else ``tool_error``); a denied call has ``error.type``
   ``agentledger.denied``; both have an error status.
 - ``agentledger.*`` attributes: ``run_id``, ``verdict``, ``reason``, ``policy`` (the
-  deciding policy id), ``safe``, ``intent_event_id``, ``decision_event_id``,
+  deciding policy id), ``safe`` (a safe read, as the chain and the report judge it),
+  ``erased`` (the fields an erasure took from the call's events; their text shows as
+  ``[erased: reason]``, and a failed call whose error was erased still fails),
+  ``intent_event_id``, ``decision_event_id``,
   ``result_event_id``, ``content_hash`` (``sha256:`` of the RFC 8785 form of the
   intent event, the hash the SQL sinks store), ``result_hash`` and ``evidence`` (the
   refs, as ``source:id``).
@@ -58,6 +61,8 @@ from ledger.drift import content_hash
 from ledger.errors import LedgerError
 from ledger.gate import redact_text
 from ledger.model import Event, Kind, Verdict
+from ledger.model.erasure import erased_text, request_shown
+from ledger.model.marks import failed, marked_safe
 from ledger.sinks import Reader, Sink
 
 with needs_extra(__name__, "otel", ("opentelemetry",)):
@@ -146,7 +151,10 @@ def _call_attributes(call: _Call, run_id: str, opts: _Options) -> dict[str, Any]
     intent = call.action or call.decision or call.first
     verdict = intent.verdict or (call.decision.verdict if call.decision else None)
     label = call.decision.label if call.decision is not None else intent.label
-    safe = label.startswith("safe:")
+    # a safe read as the chain and the report judge it: an erased label or reason reads
+    # as what its tombstone kept (marked_safe)
+    decision = call.decision
+    safe = decision is not None and decision.verdict is Verdict.ALLOWED and marked_safe(decision)
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call.tool,
@@ -160,23 +168,27 @@ def _call_attributes(call: _Call, run_id: str, opts: _Options) -> dict[str, Any]
     }
     if verdict is not None:
         attrs["agentledger.verdict"] = str(verdict)
-    if intent.reason:
-        attrs["agentledger.reason"] = intent.reason[:_MAX_ATTR]
+    reason = erased_text(intent, "reason") or intent.reason
+    if reason:
+        attrs["agentledger.reason"] = reason[:_MAX_ATTR]
+    gone = sorted({f for e in (call.decision, call.action, call.result) for f in _erased(e)})
+    if gone:  # erased (hash kept): what went, never shown as absent
+        attrs["agentledger.erased"] = gone
     if call.decision is not None:
         attrs["agentledger.decision_event_id"] = str(call.decision.event_id)
     evidence = [f"{r.source}:{r.id}" for r in intent.refs]
     if evidence:
         attrs["agentledger.evidence"] = evidence
-    args = opts.text(intent.args)
+    args = opts.text(erased_text(intent, "args") or intent.args)
     if args is not None:
         attrs["gen_ai.tool.call.arguments"] = args
     if call.result is not None:
         attrs["agentledger.result_event_id"] = str(call.result.event_id)
         if call.result.result is not None:
             attrs["agentledger.result_hash"] = content_hash(call.result.result)
-            shown = opts.text(call.result.result)
-            if shown is not None:
-                attrs["gen_ai.tool.call.result"] = shown
+        shown = opts.text(erased_text(call.result, "result") or call.result.result)
+        if shown is not None:
+            attrs["gen_ai.tool.call.result"] = shown
         attrs["agentledger.duration_ms"] = call.result.duration_ms
     return attrs
 
@@ -187,9 +199,11 @@ def _call_status(call: _Call, span: Span) -> None:
     if verdict is not None and verdict is not Verdict.ALLOWED:
         span.set_attribute("error.type", "agentledger.denied")
         span.set_status(Status(StatusCode.ERROR, (intent.reason if intent else "")[:500]))
-    elif call.result is not None and call.result.err:
-        span.set_attribute("error.type", _error_type(call.result.err))
-        span.set_status(Status(StatusCode.ERROR, call.result.err[:500]))
+    elif call.result is not None and failed(call.result):  # its err may be erased
+        err = call.result.err
+        span.set_attribute("error.type", _error_type(err) if err else "tool_error")
+        shown = err or erased_text(call.result, "err") or "tool_error"
+        span.set_status(Status(StatusCode.ERROR, shown[:500]))
     elif call.result is None:
         span.set_attribute("agentledger.outcome", "no_result")
 
@@ -201,13 +215,19 @@ def _run_attributes(request: Event | None, run_id: str, opts: _Options) -> dict[
         "agentledger.run_id": run_id,
     }
     if request is not None:
-        if request.agent_path:
-            attrs["gen_ai.agent.name"] = request.agent_path
+        agent = request.agent_path or erased_text(request, "agent_path")
+        if agent:
+            attrs["gen_ai.agent.name"] = agent
         attrs["agentledger.request_event_id"] = str(request.event_id)
-        shown = opts.text(request.preview)
+        shown = opts.text(request_shown(request))
         if shown is not None:
             attrs["agentledger.request"] = shown
     return attrs
+
+
+def _erased(event: Event | None) -> tuple[str, ...]:
+    """The fields an erasure took from ``event`` (none for an ordinary event)."""
+    return () if event is None or event.erased is None else event.erased.fields
 
 
 def _span_name(op: str, what: str) -> str:

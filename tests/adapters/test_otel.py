@@ -313,3 +313,51 @@ def test_the_mcp_proxy_sends_spans_live(tmp_path: Path, receiver: Any, repo: Pat
     commit = next(s for s in spans if s.name == "execute_tool git_commit")
     assert _attr(commit, "error.type") == "agentledger.denied"
     assert any(n.startswith("invoke_agent") for n in names)
+
+
+def test_an_erased_run_exports_as_it_did_before_with_its_erased_parts_marked(
+    tmp_path: Path,
+) -> None:
+    """An erasure takes the text (args, results, errors, reasons, labels) but keeps what
+    the calls were: a failed call still fails, a safe read is still a safe read, and
+    the erased parts say so (``[erased: reason]``, ``agentledger.erased``), never shown
+    as absent."""
+    from datetime import UTC, datetime
+
+    from ledger.retention import Retention, Selection
+
+    with SQLiteSink(tmp_path / "ledger.db") as sink:
+        run1, _ = record_runs(sink)
+
+        def spans() -> dict[str, Any]:
+            provider, exporter = memory_provider()
+            export_runs(sink, provider, include_content=True)
+            out: dict[str, Any] = {}
+            for s in exporter.get_finished_spans():
+                attributes = dict(s.attributes or {})
+                if attributes["agentledger.run_id"] == run1:
+                    out[str(attributes.get("gen_ai.tool.call.id", "root"))] = s
+            return out
+
+        before = spans()
+        future = datetime(2100, 1, 1, tzinfo=UTC)  # the run is older than any floor then
+        r = Retention(sink, clock=lambda: future)
+        r.set_policy(keep="1d", floor="0", reason="test")
+        r.erase(Selection.of_run(run1), reason="GDPR request 7", by="dpo")
+        after = spans()
+    assert set(after) == set(before)
+    for call in ("c-read", "c-write", "c-del", "c-fail"):
+        was, now = before[call].attributes, after[call].attributes
+        assert now["agentledger.safe"] == was["agentledger.safe"], call
+        assert after[call].status.status_code == before[call].status.status_code, call
+        # the error's text went (its exception type with it): still an error
+        assert ("error.type" in now) == ("error.type" in was), call
+        assert now.get("agentledger.verdict") == was.get("agentledger.verdict"), call
+        assert "args" in now["agentledger.erased"], call
+        assert now["gen_ai.tool.call.arguments"] == "[erased: GDPR request 7]", call
+    assert after["c-fail"].status.status_code is StatusCode.ERROR
+    assert after["c-read"].attributes["agentledger.safe"] is True
+    assert after["c-write"].attributes["gen_ai.tool.call.result"] == "[erased: GDPR request 7]"
+    root = after["root"].attributes
+    assert root["agentledger.request"] == "[erased: GDPR request 7]"
+    assert root["gen_ai.agent.name"] == "[erased: GDPR request 7]"  # its agent_path went
