@@ -30,7 +30,7 @@ from ledger.integrity.bundle import ErasureEvidence
 from ledger.integrity.verify import LeafRow
 from ledger.model.erasure import tombstone_of
 from ledger.retention.rules import parse_date
-from ledger.retention.store import PAGE, Retention, Selection
+from ledger.retention.store import Retention, Selection
 
 __all__ = ["bundle_erasures"]
 
@@ -109,14 +109,8 @@ def _written(
 ) -> list[tuple[int, bytes]]:
     """``(leaf index, SHA-256 of the bytes)`` of each tombstone ``record_id`` last wrote,
     read page by page over the record's selection."""
-    sql, params = retention._scan(conn, selection)
     out: list[tuple[int, bytes]] = []
-    cursor = -(1 << 62)
-    while True:
-        page = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
-        if not page:
-            break
-        cursor = int(page[-1][0])
+    for page in retention._pages(conn, selection):
         for _seq, event_id, index, _run, _time, _leaf, raw in page:
             data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
             stone = tombstone_of(data) if _MARK in data else None
@@ -130,6 +124,4 @@ def _written(
                     "this ledger in the database"
                 )
             out.append((int(index), hashlib.sha256(data).digest()))
-        if len(page) < PAGE:
-            break
     return out

@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -1219,7 +1219,7 @@ class Retention:
             ids = [str(i) for i in selection.get("event_ids", ())]
             if not ids:
                 return False
-            where.append(_in_chunks(t.c.event_id, ids))
+            where.append(_ids_in(t.c.event_id, ids, conn.dialect.name))
         return conn.execute(sa.select(t.c.seq).where(*where).limit(1)).first() is not None
 
     def erase(
@@ -1465,7 +1465,7 @@ class Retention:
         admin = [i for i, r in found.items() if is_admin_run(r)]
         if admin:
             raise refuse(f"event {admin[0]} is a retention record; those are kept")
-        return [t.c.event_id.in_(ids)] if len(ids) <= 500 else [_in_chunks(t.c.event_id, ids)]
+        return [_ids_in(t.c.event_id, ids, conn.dialect.name)]
 
     def _check_allowed(
         self,
@@ -1538,36 +1538,55 @@ class Retention:
             )
         return ""
 
-    def _scan(self, conn: sa.Connection, selection: Selection) -> tuple[str, list[Any]]:
-        """The driver-level page query of ``selection`` (rows after a ``seq``, in ``seq``
-        order, :data:`PAGE` at a time) and its parameters, the cursor last."""
+    def _pages(self, conn: sa.Connection, selection: Selection) -> Iterator[list[Any]]:
+        """The rows ``selection`` picks, in ``seq`` order, :data:`PAGE` at a time, by
+        driver-level queries: ``seq, event_id, leaf_index, run_id, time_us``, the stored
+        leaf hash and the stored bytes. A run or a date: pages after a ``seq`` cursor.
+        Event ids: their ``seq`` found once (the ids as one parameter: a driver binds
+        at most 65,535), then read a page of them at a time, so the cost grows with the
+        ids, not with the ids times the pages."""
         sqlite = conn.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
         name = f'"{self._schema}".events' if self._schema else "events"
         data = "CAST(event_json AS BLOB)" if sqlite else "event_json"
         # SQLite keeps any type in any column: a leaf read as text might not decode
         leaf = "substr(CAST(nodes AS BLOB), 1, 32)" if sqlite else "substr(nodes, 1, 32)"
+        columns = f"SELECT seq, event_id, leaf_index, run_id, time_us, {leaf}, {data} FROM {name}"
+        listed = "IN (SELECT value FROM json_each(?))" if sqlite else "= ANY(%s)"
+
+        def each(values: list[Any]) -> Any:  # the one parameter of ``listed``
+            return json.dumps(values) if sqlite else values
+
+        if selection.event_ids:
+            ids = list(dict.fromkeys(selection.event_ids))
+            found = conn.exec_driver_sql(
+                f"SELECT seq FROM {name} WHERE event_id {listed}", (each(ids),)
+            ).fetchall()
+            seqs = sorted(int(seq) for (seq,) in found)
+            for start in range(0, len(seqs), PAGE):
+                part = seqs[start : start + PAGE]
+                yield list(
+                    conn.exec_driver_sql(
+                        f"{columns} WHERE seq {listed} ORDER BY seq", (each(part),)
+                    ).fetchall()
+                )
+            return
         params: list[Any]
         if selection.run_id is not None:
             where, params = f"run_id = {mark}", [selection.run_id]
-        elif selection.before is not None:
-            where = f"time_us < {mark} AND substr(run_id, 1, {len(ADMIN_RUN_PREFIX)}) <> {mark}"
-            params = [to_micros(selection.before, "--before"), ADMIN_RUN_PREFIX]
         else:
-            ids = list(dict.fromkeys(selection.event_ids))
-            parts = [ids[i : i + 500] for i in range(0, len(ids), 500)]
-            where = (
-                "("
-                + " OR ".join(f"event_id IN ({', '.join([mark] * len(p))})" for p in parts)
-                + ")"
-            )
-            params = [i for p in parts for i in p]
-        sql = (
-            f"SELECT seq, event_id, leaf_index, run_id, time_us, {leaf}, {data} "
-            f"FROM {name} "
-            f"WHERE {where} AND seq > {mark} ORDER BY seq LIMIT {PAGE}"
-        )
-        return sql, params
+            where = f"time_us < {mark} AND substr(run_id, 1, {len(ADMIN_RUN_PREFIX)}) <> {mark}"
+            assert selection.before is not None
+            params = [to_micros(selection.before, "--before"), ADMIN_RUN_PREFIX]
+        sql = f"{columns} WHERE {where} AND seq > {mark} ORDER BY seq LIMIT {PAGE}"
+        cursor = -(1 << 62)
+        while True:
+            rows = list(conn.exec_driver_sql(sql, (*params, cursor)).fetchall())
+            if rows:
+                yield rows
+            if len(rows) < PAGE:
+                return
+            cursor = int(rows[-1][0])
 
     def _check_tombstones(
         self, conn: sa.Connection, record_id: str, logged: list[tuple[str, str, Any]]
@@ -1591,11 +1610,8 @@ class Retention:
             chosen = Selection.older_than(parse_time(selection["before"]))
         else:
             chosen = Selection.of_events(list(selection["event_ids"]))
-        sql, params = self._scan(conn, chosen)
         stones, rows, last = hashlib.sha256(), 0, 0
-        cursor = -(1 << 62)
-        while True:
-            page = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
+        for page in self._pages(conn, chosen):
             for _seq, _event_id, index, _run, _time, _leaf, raw in page:
                 data = raw if type(raw) is bytes else str(raw).encode("utf-8")
                 stone = tombstone_of(data) if _MARK in data else None
@@ -1605,9 +1621,6 @@ class Retention:
                 if stone.records[-1] == record_id and isinstance(index, int):
                     last += 1
                     stones.update(index.to_bytes(8, "big") + hashlib.sha256(data).digest())
-            if len(page) < PAGE:
-                break
-            cursor = int(page[-1][0])
         if rows == last and stones.hexdigest() != record.get("tombstones"):
             raise refuse(
                 f"the tombstones of erasure record {record_id} are not the bytes it wrote: "
@@ -1637,7 +1650,6 @@ class Retention:
         page's tombstones are written by one driver-level ``executemany``. A page of
         ordinary rows, all of which may go, does all of that at once (:func:`_fast_page`);
         any other page (a dry run, a row erased before, a refusal to explain) row by row."""
-        sql, params = self._scan(conn, selection)
         sqlite = conn.dialect.name == "sqlite"
         name = f'"{self._schema}".events' if self._schema else "events"
         if sqlite:  # executemany runs one prepared statement in C
@@ -1653,18 +1665,13 @@ class Retention:
         maker = TombstoneMaker(fields=wanted, record=record_id, reason=reason)
         digest, stones = hashlib.sha256(), hashlib.sha256()
         erased = already = 0
-        cursor = -(1 << 62)
         want = set(wanted)
         whole = want == set(ALL_FIELDS)
         cutoff, check_holds = guard.cutoff, guard.active
         make, sha256, note, vouch = maker.make, hashlib.sha256, digest.update, stones.update
         wholes: set[str] | None = None  # the records of whole erasures, read at need
         vouched: set[str] = set()  # records whose tombstones were checked
-        while True:
-            rows = conn.exec_driver_sql(sql, (*params, cursor)).fetchall()
-            if not rows:
-                break
-            cursor = int(rows[-1][0])
+        for rows in self._pages(conn, selection):
             indexes = [r[2] for r in rows]
             if None in indexes:
                 bad = next(r for r in rows if r[2] is None)
@@ -1756,8 +1763,6 @@ class Retention:
                     [{"j": j, "h": h, "x": x, "s": q} for j, h, x, q in updates]
                 )
                 conn.exec_driver_sql(update, (rows_json.decode(),))
-            if len(rows) < PAGE:
-                break
         return erased, already, digest.hexdigest(), stones.hexdigest()
 
 
@@ -1783,7 +1788,7 @@ def _whole_records(logged: list[tuple[str, str, Any]]) -> set[str]:
 def _fast_page(
     rows: Sequence[Any], maker: TombstoneMaker, guard: _Guard
 ) -> tuple[list[_Update], bytes, bytes] | None:
-    """The tombstones of a page of scanned rows (``_scan``'s columns) when every row is
+    """The tombstones of a page of scanned rows (``_pages``' columns) when every row is
     an ordinary event that may be erased: outside the floor, under no hold, its bytes
     its stored leaf, not erased before. Returns the updates and what the two digests
     take of the page, or None (nothing done) when a row is not such: the page then
@@ -1950,8 +1955,16 @@ def _not_admin(column: Any) -> Any:
     return sa.func.substr(column, 1, len(ADMIN_RUN_PREFIX)) != ADMIN_RUN_PREFIX
 
 
-def _in_chunks(column: Any, ids: list[str]) -> Any:
-    return sa.or_(*(column.in_(ids[i : i + 500]) for i in range(0, len(ids), 500)))
+def _ids_in(column: Any, ids: list[str], dialect: str) -> Any:
+    """``column`` is one of ``ids``, as one bound parameter however many they are (an
+    ``IN`` list binds one each, and a driver takes at most 65,535): a JSON array read
+    by ``json_each`` on SQLite, an array on PostgreSQL; both use the column's index."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        return column == sa.any_(sa.cast(sa.literal(ids), ARRAY(sa.Text())))
+    each = sa.func.json_each(sa.literal(json.dumps(ids))).table_valued("value")
+    return column.in_(sa.select(each.c.value))
 
 
 def _hold(row: Any) -> Hold:
