@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -275,6 +276,27 @@ def _default(value: object) -> Any:
 def emit_json(value: object) -> None:
     """Print ``value`` as indented JSON (times in RFC 3339, UTC)."""
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_default))
+
+
+def json_line(value: object) -> str:
+    """``value`` as one line of JSON (times as :func:`emit_json` writes them), for
+    :func:`emit_json_listing`."""
+    return json.dumps(value, ensure_ascii=False, default=_default)
+
+
+def emit_json_listing(value: dict[str, Any], name: str, items: Iterable[str]) -> None:
+    """Print ``{**value, name: [...]}`` as :func:`emit_json` does, the list's items
+    given as :func:`json_line` texts and written as they come (read back from a file,
+    say), so memory does not grow with them."""
+    head = json.dumps({**value, name: None}, indent=2, ensure_ascii=False, default=_default)
+    before, after = head.rsplit(f"{json.dumps(name)}: null", 1)
+    click.echo(f"{before}{json.dumps(name)}: [", nl=False)
+    count = 0
+    for item in items:
+        text = json.dumps(json.loads(item), indent=2, ensure_ascii=False)
+        click.echo(("," if count else "") + "\n" + textwrap.indent(text, "    "), nl=False)
+        count += 1
+    click.echo(("\n  ]" if count else "]") + after)
 
 
 def interactive() -> bool:

@@ -34,7 +34,9 @@ from ledger.cli.common import (
     command_now,
     db_option,
     emit_json,
+    emit_json_listing,
     human_time,
+    json_line,
     json_option,
     parse_event_id,
     parse_when,
@@ -457,11 +459,10 @@ def erase(
             raise click.BadParameter(
                 str(exc).removeprefix("--event: "), param_hint="'--event'"
             ) from None
-    lines: list[dict[str, Any]] = []
 
     def each(s: Selected) -> None:
         if as_json:
-            lines.append(s.to_dict())
+            listing.write(json_line(s.to_dict()) + "\n")
         elif dry_run:
             mark = " (already erased)" if s.already else ""
             listing.write(
@@ -472,9 +473,9 @@ def erase(
                 + "\n"
             )
 
-    # what a dry run lists is printed once the erasure was judged whole: a refusal
-    # part-way (a row changed outside the ledger, say) lists nothing. Kept in a file
-    # past 1 MiB, so a dry run of millions of rows stays flat in memory.
+    # what a dry run (or --json) lists is printed once the erasure was judged whole: a
+    # refusal part-way (a row changed outside the ledger, say) lists nothing. Kept in a
+    # file past 1 MiB, so a listing of millions of rows stays flat in memory.
     with (
         tempfile.SpooledTemporaryFile(max_size=1 << 20, mode="w+", encoding="utf-8") as listing,
         _retention(db, write=True) as r,
@@ -501,11 +502,11 @@ def erase(
             each=each if as_json or dry_run else None,
         )
         listing.seek(0)
+        if as_json:
+            emit_json_listing(outcome.to_dict(), "events", listing)
+            return
         for line in listing:
             click.echo(line, nl=False)
-    if as_json:
-        emit_json({**outcome.to_dict(), "events": lines})
-        return
     what = one_line(selection.describe())
     if outcome.shredded:
         click.echo(
