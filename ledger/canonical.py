@@ -73,6 +73,7 @@ __all__ = [
     "canonical_bytes",
     "canonicalize",
     "format_number",
+    "loads_exact",
     "sha256_hex",
     "sha256_of",
 ]
@@ -416,3 +417,28 @@ class _Encoder:
                 raise
         parts.append("]")
         self.active.discard(ident)
+
+
+_LONG_DIGITS: Final = re.compile(r"[0-9]{19}")
+_LONG_DIGITS_BYTES: Final = re.compile(rb"[0-9]{19}")
+_PARSED: Final = object()  # no parse given
+
+
+def loads_exact(text: str | bytes, parsed: Any = _PARSED) -> Any:
+    """The JSON ``text`` parsed for hashing, every integer exact (``JSONDecodeError`` as
+    ``orjson`` raises it). ``orjson`` reads an integer beyond 64 bits as a float, rounded,
+    which has an RFC 8785 form the integer lacks: hashing that would let its digits
+    change unseen. Such an integer is a run of at least 19 digits: only a text holding
+    one is parsed again by the standard library, whose integers are exact (the RFC 8785
+    encoders then refuse it, as any integer beyond 2^53). ``parsed``: ``orjson.loads``
+    of ``text``, when the caller has it.
+
+    >>> loads_exact('{"n": 18446744073709551616}')
+    {'n': 18446744073709551616}
+    """
+    value = orjson.loads(text) if parsed is _PARSED else parsed
+    if isinstance(text, str):
+        long = _LONG_DIGITS.search(text) is not None
+    else:
+        long = _LONG_DIGITS_BYTES.search(text) is not None
+    return json.loads(text) if long else value

@@ -647,7 +647,7 @@ def test_compact_decoding_declines_what_it_cannot_vouch_for(line: str) -> None:
 def test_hash_built_from_fields_equals_the_hash_of_the_parsed_json(ev: Event) -> None:
     import orjson
 
-    from ledger.canonical import CanonicalizationError, sha256_of
+    from ledger.canonical import CanonicalizationError, loads_exact, sha256_of
     from ledger.model.codec import encode_event, event_canonical_hash
     from ledger.sinks.rows import content_hash, event_row
 
@@ -655,7 +655,7 @@ def test_hash_built_from_fields_equals_the_hash_of_the_parsed_json(ev: Event) ->
     assert text == ev.to_json()
     assert (event_id, time_text) == (str(ev.event_id), json.loads(text)["time"])
     try:
-        expected: str | None = sha256_of(orjson.loads(text), "rfc8785")
+        expected: str | None = sha256_of(loads_exact(text), "rfc8785")
     except (CanonicalizationError, orjson.JSONDecodeError):
         expected = None
     built = event_canonical_hash(ev, event_id, time_text)
@@ -670,15 +670,14 @@ def test_hash_built_from_fields_equals_the_hash_of_the_parsed_json(ev: Event) ->
     st.integers(min_value=0, max_value=2**63 - 1),
 )
 def test_hash_built_from_fields_on_flat_and_nested_args(args: Any, duration: int) -> None:
-    import orjson
 
-    from ledger.canonical import CanonicalizationError, sha256_of
+    from ledger.canonical import CanonicalizationError, loads_exact, sha256_of
     from ledger.model.codec import encode_event, event_canonical_hash
 
     ev = Event(kind=Kind.ACTION, args=args, result=list(args.values()), duration_ms=duration)
     text, event_id, time_text = encode_event(ev)
     try:
-        expected: str | None = sha256_of(orjson.loads(text), "rfc8785")
+        expected: str | None = sha256_of(loads_exact(text), "rfc8785")
     except CanonicalizationError:
         expected = None
     built = event_canonical_hash(ev, event_id, time_text)

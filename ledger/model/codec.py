@@ -24,7 +24,12 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from ulid import ULID
 
-from ledger.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_bytes
+from ledger.canonical import (
+    MAX_SAFE_INTEGER,
+    CanonicalizationError,
+    canonical_bytes,
+    loads_exact,
+)
 from ledger.errors import ValidationError
 from ledger.ids import ulid_text
 from ledger.model.erasure import Erasure
@@ -218,7 +223,7 @@ def _canonical_part(raw: str) -> Any:
     canonicalized inside a one-member object so it sits at the same depth as in the
     event, and every depth rule applies exactly as there."""
     try:
-        value = orjson.loads(raw)
+        value = loads_exact(raw)  # an integer beyond 64 bits kept exact: no RFC 8785 form
     except orjson.JSONDecodeError:
         return None
     if type(value) is dict and "".join(value).isascii() and _flat_safe(value.values()):

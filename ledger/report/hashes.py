@@ -137,7 +137,7 @@ def verify_row(
     object. ``committed``: the caller found the bytes to be the leaf the Merkle log
     committed (what the sink validated as an event when it wrote them), so the decode
     check is not repeated."""
-    from ledger.canonical import sha256_of
+    from ledger.canonical import loads_exact, sha256_of
     from ledger.sinks.rows import FILTER_COLUMNS, column_disagreements
 
     try:
@@ -147,10 +147,11 @@ def verify_row(
         return None, None, _NOT_AN_OBJECT
     computed: str | None = _matching(obj, stored)
     if computed is None:
+        exact = loads_exact(text, obj)  # an integer beyond 64 bits exact, not rounded
         try:
-            computed = sha256_of(obj, profile="rfc8785")
+            computed = sha256_of(exact, profile="rfc8785")
         except CanonicalizationError:
-            computed = None
+            computed = _rounded(obj, stored) if exact is not obj else None
     # a row with no RFC 8785 form (a huge integer, say) is stored unhashed by design; it
     # still goes through the id and column checks below
     if stored is None and computed is not None:
@@ -184,6 +185,21 @@ _READ_ANYWAY = (_COLUMNS, LOWERED_HIGH_WATER)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER  # see _matching
+
+
+def _rounded(obj: Any, stored: str | None) -> str | None:
+    """``stored`` when it is the RFC 8785 hash of ``obj`` as ``orjson`` read it, an
+    integer beyond 64 bits rounded to a float: what the sinks stored for such a row
+    before it was stored unhashed (a change of those digits alone is left to the Merkle
+    log, which covers the bytes). None otherwise."""
+    from ledger.canonical import sha256_of
+
+    try:
+        return (
+            stored if stored is not None and sha256_of(obj, profile="rfc8785") == stored else None
+        )
+    except CanonicalizationError:
+        return None
 
 
 def _matching(obj: Any, stored: str | None) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ledger.canonical import sha256_of
+from ledger.canonical import loads_exact, sha256_of
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
 from ledger.ids import ulid_text
 from ledger.model.codec import encode_event_hashed, event_and_id_from_json
@@ -77,7 +77,7 @@ def content_hash(event_json: str | bytes) -> str | None:
     """``sha256:`` of the RFC 8785 form of ``event_json``; None when it has no such form
     (an integer beyond 2^53 in args, say): the event is still stored, unhashed."""
     try:
-        return sha256_of(orjson.loads(event_json), profile="rfc8785")
+        return sha256_of(loads_exact(event_json), profile="rfc8785")
     except (CanonicalizationError, orjson.JSONDecodeError) as exc:
         log.warning("event stored without a content hash: %s", exc)
         return None
