@@ -483,16 +483,25 @@ class _MaybeErased(Protocol):
 
 def erased_text(event: _MaybeErased | None, *fields: str) -> str:
     """``[erased: <reason>]`` when one of ``fields`` of ``event`` was erased, else "":
-    what readers show in place of an erased part (never "missing" or "none").
+    what readers show in place of an erased part (never "missing" or "none"). A
+    tombstone keeps the latest erasure's reason; when earlier erasures took some of
+    its fields (each record in the log says which, and why), the text says so rather
+    than give the latest reason for every part.
 
     >>> class E: erased = Erasure(fields=("args",), leaf_hash="ab" * 32,
     ...                           records=("0" * 26,), reason="GDPR request 42")
     >>> erased_text(E(), "args"), erased_text(E(), "result")
     ('[erased: GDPR request 42]', '')
+    >>> class F: erased = Erasure(fields=("args", "refs"), leaf_hash="ab" * 32,
+    ...                           records=("0" * 26, "1" * 26), reason="cleanup")
+    >>> erased_text(F(), "args")
+    '[erased: cleanup, the latest of 2 erasures of this event]'
     """
     gone = None if event is None else event.erased
     if gone is None or not any(f in gone.fields for f in fields):
         return ""
+    if len(gone.records) > 1:
+        return f"[erased: {gone.reason}, the latest of {len(gone.records)} erasures of this event]"
     return f"[erased: {gone.reason}]"
 
 

@@ -66,3 +66,24 @@ def test_fields_may_be_given_as_any_iterable(sqlite_ledger: Ledger) -> None:
     r = _ledger(sqlite_ledger)
     done = r.erase(Selection.of_run("old"), reason="GDPR", fields=(f for f in ["args"]))
     assert done.fields == ("args",) and done.erased > 0
+
+
+def test_an_event_erased_twice_does_not_give_the_latest_reason_for_every_part(
+    sqlite_ledger: Ledger,
+) -> None:
+    """A tombstone keeps the latest erasure's reason: a part an earlier erasure took
+    reads as erased by the latest of the erasures, not by the latest reason alone."""
+    from ledger.model.erasure import erased_text
+
+    r = _ledger(sqlite_ledger)
+    r.erase(Selection.of_run("old"), reason="GDPR request 1", fields=["args"])
+    r.erase(Selection.of_run("old"), reason="cleanup refs", fields=["refs"])
+    sink = sqlite_ledger.opened[0]
+    action = next(e for e in sink.chain("old").events if e.kind == "action")
+    assert erased_text(action, "args") == (
+        "[erased: cleanup refs, the latest of 2 erasures of this event]"
+    )
+    result = CliRunner().invoke(cli, ["why", "--db", sqlite_ledger.url, "old", "c0"])
+    shown = " ".join(result.output.split())
+    assert "args: [erased: cleanup refs, the latest of 2 erasures" in shown, shown
+    assert "request: [erased: GDPR request 1]" in shown, shown  # one erasure took it
