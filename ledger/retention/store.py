@@ -1018,8 +1018,9 @@ class Retention:
     def _sign_change(
         current: PolicyState | None, kind: str, body: dict[str, Any], signer: NoteSigner | None
     ) -> dict[str, Any]:
-        """The signature of a policy change (over its RFC 8785 form), checked against
-        the current policy's keys when the change lowers the floor."""
+        """The signature of a policy change (over its RFC 8785 form): by a key of the
+        current policy when the change lowers the floor, else by a key of the policy
+        before or after it."""
         if kind == "lower":
             keys = current.policy.keys if current else ()
             if not keys:
@@ -1040,6 +1041,18 @@ class Retention:
                     "keys, so it cannot lower the floor"
                 )
         assert signer is not None
+        # a change that needs no signature is shown as signed by its signer: only a key
+        # of the policy (before or after the change) may sign it
+        known = [*(current.policy.keys if current else ()), *body.get("keys", ())]
+        if (signer.name, signer.key_id) not in {
+            (v.name, v.key_id) for v in map(Verifier.from_key, known)
+        }:
+            raise refuse(
+                f"the key {signer.name}+{signer.key_id:08x} is not one of the policy keys, "
+                "so the change would be shown as signed by a key nobody registered: leave "
+                "--key out (raising the floor or changing keep needs no signature) or sign "
+                "with a policy key"
+            )
         message = canonical_bytes(body, "rfc8785")
         return {
             "name": signer.name,

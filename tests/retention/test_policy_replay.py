@@ -128,3 +128,23 @@ def test_a_change_without_after_is_judged_by_its_origin(tmp_path: Path) -> None:
     assert not signed_here({"origin": "log-x"}, ("01A", "log-a"), "log-b")
     assert not signed_here({"after": None}, ("01A", "log-a"), "log-b")
     assert signed_here({"origin": "log-x"}, None, None)  # no origin known: not judged
+
+
+def test_only_a_policy_key_may_sign_any_change(ledger_db: Ledger) -> None:
+    """A change that needs no signature (a raise) signed by a key nobody registered was
+    recorded and shown as "signed by" that key: now refused, nothing changed."""
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    evil, _ = generate_key("evil.example/policy")
+    sink = ledger_db.open()
+    r = Retention(sink, clock=lambda: NOW)
+    with pytest.raises(RetentionError, match="not one of the policy keys"):
+        r.set_policy(keep="400d", floor="30d", reason="p", signer=Signer.from_key(evil))
+    assert r.policy() is None
+    r.set_policy(
+        keep="400d", floor="30d", keys=[dpo_public], reason="p", signer=Signer.from_key(dpo)
+    )  # fmt: skip  (a key it registers may sign)
+    with pytest.raises(RetentionError, match="not one of the policy keys"):
+        r.set_policy(keep="400d", floor="60d", reason="raise", signer=Signer.from_key(evil))
+    r.set_policy(keep="400d", floor="60d", reason="raise", signer=Signer.from_key(dpo))
+    state = r.policy()
+    assert state is not None and state.version == 2 and state.signed_by.startswith("dpo")
