@@ -419,8 +419,11 @@ class _Encoder:
         self.active.discard(ident)
 
 
-_LONG_DIGITS: Final = re.compile(r"[0-9]{19}")
-_LONG_DIGITS_BYTES: Final = re.compile(rb"[0-9]{19}")
+# a number token of at least 19 digits (where an integer beyond 64 bits would be): after
+# the start of a value, not inside a string (a quote before it) nor a float's fraction
+# or exponent (a dot, an e after it)
+_LONG_DIGITS: Final = re.compile(r"(?:^|[\[:,\s])-?[0-9]{19,}(?=[\s,\]}]|$)")
+_LONG_DIGITS_BYTES: Final = re.compile(rb"(?:^|[\[:,\s])-?[0-9]{19,}(?=[\s,\]}]|$)")
 _PARSED: Final = object()  # no parse given
 
 
@@ -428,17 +431,26 @@ def loads_exact(text: str | bytes, parsed: Any = _PARSED) -> Any:
     """The JSON ``text`` parsed for hashing, every integer exact (``JSONDecodeError`` as
     ``orjson`` raises it). ``orjson`` reads an integer beyond 64 bits as a float, rounded,
     which has an RFC 8785 form the integer lacks: hashing that would let its digits
-    change unseen. Such an integer is a run of at least 19 digits: only a text holding
-    one is parsed again by the standard library, whose integers are exact (the RFC 8785
-    encoders then refuse it, as any integer beyond 2^53). ``parsed``: ``orjson.loads``
-    of ``text``, when the caller has it.
+    change unseen. Such an integer is a number of at least 19 digits: only a text
+    holding one is parsed again by the standard library, whose integers are exact (the
+    RFC 8785 encoders then refuse it, as any integer beyond 2^53).
+    ``CanonicalizationError`` when that parse cannot be made (a value nested deeper than
+    Python's parser goes): no exact form. ``parsed``: ``orjson.loads`` of ``text``, when
+    the caller has it.
 
-    >>> loads_exact('{"n": 18446744073709551616}')
-    {'n': 18446744073709551616}
+    >>> loads_exact('{"n": 18446744073709551616, "id": "18446744073709551616"}')
+    {'n': 18446744073709551616, 'id': '18446744073709551616'}
     """
     value = orjson.loads(text) if parsed is _PARSED else parsed
     if isinstance(text, str):
         long = _LONG_DIGITS.search(text) is not None
     else:
         long = _LONG_DIGITS_BYTES.search(text) is not None
-    return json.loads(text) if long else value
+    if not long:
+        return value
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CanonicalizationError(
+            "the JSON is nested too deeply to read its integers exactly"
+        ) from None

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ledger.canonical import sha256_hex
 from ledger.errors import EventNotFound, ValidationError
-from ledger.model.erasure import erased_text
+from ledger.model.erasure import erased_reason
 from ledger.model.sealed import is_envelope
 from ledger.model.values import Ref, RefSource
 
@@ -210,8 +210,9 @@ class EventResolver:
             event = self._reader.get(id)
         except EventNotFound:
             return None
-        if event.erased is not None and erased_text(event, "result"):
-            raise ErasedContent(event.erased.reason)
+        said = erased_reason(event, "result")
+        if said is not None:
+            raise ErasedContent(said)
         if is_envelope(event.result) and self._shows_sealed():
             # the ciphertext's hash would match nothing (a result recorded in clear that
             # only looks like an envelope is hashed as any other)

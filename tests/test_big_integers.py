@@ -75,3 +75,32 @@ def test_a_row_hashed_as_rounded_before_still_checks(tmp_path: Path) -> None:
     with SQLiteSink(path) as sink:
         report = build_report(sink)
     assert report.hash_check.mismatch_count == 0 and report.compliant
+
+
+def test_a_float_edited_into_an_integer_beyond_64_bits_is_a_mismatch(tmp_path: Path) -> None:
+    """``1e20`` and ``100000000000000000001`` read alike as ``orjson`` floats: the row's
+    stored hash (of ``1e20``) must not match the edit."""
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many([Event(kind="request", run_id="r", time=T, args='{"amount":1e20}')])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET event_json = replace(event_json, '1e20', ?)",
+                     ("100000000000000000001",))  # fmt: skip
+    with SQLiteSink(path) as sink:
+        report = build_report(sink)
+    assert report.hash_check.mismatch_count == 1, report.hash_check
+
+
+def test_a_row_nested_too_deeply_for_python_is_reported_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with SQLiteSink(path) as sink:
+        sink.record_many([Event(kind="request", run_id="r", time=T, args='{"a":1}')])
+    deep = "[" * 1000 + "1234567890123456789" + "]" * 1000  # orjson: 1,024 at most
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET event_json = replace(event_json, '{\"a\":1}', ?)", (deep,))
+    with SQLiteSink(path) as sink:
+        report = build_report(sink)
+    assert report.hash_check.mismatch_count == 1 and not report.compliant
+    assert loads_exact("[" * 10 + "1" + "]" * 10) == [[[[[[[[[[1]]]]]]]]]]
+    with pytest.raises(CanonicalizationError):
+        loads_exact(deep)

@@ -189,6 +189,7 @@ SNAPSHOTS: dict[str, list[str]] = {
         "canonical_bytes",
         "canonicalize",
         "format_number",
+        "loads_exact",
         "sha256_hex",
         "sha256_of",
     ],

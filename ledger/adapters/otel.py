@@ -198,7 +198,8 @@ def _call_status(call: _Call, span: Span) -> None:
     verdict = intent.verdict if intent is not None else None
     if verdict is not None and verdict is not Verdict.ALLOWED:
         span.set_attribute("error.type", "agentledger.denied")
-        span.set_status(Status(StatusCode.ERROR, (intent.reason if intent else "")[:500]))
+        said = "" if intent is None else erased_text(intent, "reason") or intent.reason
+        span.set_status(Status(StatusCode.ERROR, said[:500]))
     elif call.result is not None and failed(call.result):  # its err may be erased
         err = call.result.err
         span.set_attribute("error.type", _error_type(err) if err else "tool_error")

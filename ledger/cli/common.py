@@ -18,7 +18,6 @@ import json
 import os
 import re
 import sys
-import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -294,7 +293,10 @@ def emit_json_listing(value: dict[str, Any], name: str, items: Iterable[str]) ->
     count = 0
     for item in items:
         text = json.dumps(json.loads(item), indent=2, ensure_ascii=False)
-        click.echo(("," if count else "") + "\n" + textwrap.indent(text, "    "), nl=False)
+        # indented line by line at "\n" only (a string may hold U+2028 and the like,
+        # where str.splitlines, and so textwrap, would break it)
+        shown = "\n".join("    " + line for line in text.split("\n"))
+        click.echo(("," if count else "") + "\n" + shown, nl=False)
         count += 1
     click.echo(("\n  ]" if count else "]") + after)
 

@@ -75,10 +75,9 @@ class RecordTally:
 class ErasedRows:
     """State of the erased-row rule over one pass (see the module notes)."""
 
-    __slots__ = ("before", "claims", "holds", "keys", "origin", "policy", "records", "unsigned")
+    __slots__ = ("before", "claims", "holds", "keys", "policy", "records", "unsigned")
 
-    def __init__(self, origin: str | None = None) -> None:
-        self.origin = origin  # the log's identity (None: not known)
+    def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
@@ -87,7 +86,7 @@ class ErasedRows:
         self.claims: list[tuple[int, bytes, str]] = []  # (leaf index, kept hash, event id)
         self.policy: tuple[int, timedelta] | None = None  # the policy in force (version, floor)
         self.keys: tuple[str, ...] = ()  # the keys of the policy in force
-        self.before: tuple[str, str] | None = None  # its record: event id, origin named
+        self.before: str | None = None  # the event id of its record
         self.holds: dict[str, HoldScope] = {}  # the holds placed and not yet released
         # (event id, message, leaf index) of each policy record that lowered the floor,
         # or changed the keys, with no valid signature by a key of the policy before it,
@@ -117,12 +116,12 @@ class ErasedRows:
                     said = _unsigned(event_id, policy, self.policy)
                     self.unsigned.append((event_id, said, index))
                     return
-                if not signed_here(args, self.before, self.origin):
+                if not signed_here(args, self.before):
                     said = _elsewhere(event_id, policy, self.policy)
                     self.unsigned.append((event_id, said, index))
                     return
             self.policy, self.keys = policy, keys
-            self.before = (event_id, str(args.get("origin")))
+            self.before = event_id
             return
         change = hold_change(tool, args)
         if change is not None:

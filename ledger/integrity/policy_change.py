@@ -71,25 +71,18 @@ def signed_by(record: Mapping[str, Any], keys: Sequence[str]) -> bool:
     return False
 
 
-def signed_here(
-    record: Mapping[str, Any], before: tuple[str, str] | None, origin: str | None
-) -> bool:
+def signed_here(record: Mapping[str, Any], before: str | None) -> bool:
     """True when the policy change ``record`` was made for the log it stands in, whose
-    policy record before it is ``before`` (its event id and the origin it names) and
-    whose own origin is ``origin`` (None: not known). A change names the record it
-    replaces in ``after`` (event ids are unique to a ledger, and ``ledger db copy``
-    keeps them, so a copy's history still holds). A change written before ``after``
-    existed is judged by the origin it names: this log's, or the one the record before
-    it names (a copy's earlier records name the ledger it was copied from).
+    policy record before it has the event id ``before``: the change names that record
+    in ``after`` (event ids are unique to a ledger, and ``ledger db copy`` keeps them,
+    so a copy's history, and a copy's copy's, still holds). A change written before
+    ``after`` existed is not bound to a ledger, and stands as it always did.
 
-    >>> signed_here({"after": "01A"}, ("01A", "log-a"), "log-b")
+    >>> signed_here({"after": "01A"}, "01A"), signed_here({"after": "01A"}, "01B")
+    (True, False)
+    >>> signed_here({"origin": "log-a"}, "01B")  # written before after existed
     True
-    >>> signed_here({"after": "01A"}, ("01B", "log-b"), "log-b")
-    False
-    >>> signed_here({"origin": "log-a"}, ("01B", "log-b"), "log-b")
-    False
     """
-    if "after" in record:
-        return before is not None and record["after"] == before[0]
-    said = record.get("origin")
-    return origin is None or said == origin or (before is not None and said == before[1])
+    if "after" not in record:
+        return True
+    return before is not None and record["after"] == before

@@ -466,7 +466,7 @@ def verify_ledger(
     if stored is not None:
         want_roots.add(stored[1].size)
 
-    erased = ErasedRows(log_origin)
+    erased = ErasedRows()
     scan = _scan(source, want_roots, wanted, findings, progress, erased)
     if erased.records or erased.unsigned:
         _erased_findings(source, erased, findings)

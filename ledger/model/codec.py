@@ -224,7 +224,7 @@ def _canonical_part(raw: str) -> Any:
     event, and every depth rule applies exactly as there."""
     try:
         value = loads_exact(raw)  # an integer beyond 64 bits kept exact: no RFC 8785 form
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, CanonicalizationError):
         return None
     if type(value) is dict and "".join(value).isascii() and _flat_safe(value.values()):
         # ledger.canonical's own fast rule for this simple case: ASCII keys sort as

@@ -66,6 +66,7 @@ __all__ = [
     "Tombstone",
     "erase_fields",
     "erase_stored",
+    "erased_reason",
     "erased_text",
     "erased_whole",
     "erasure_digest",
@@ -497,12 +498,19 @@ def erased_text(event: _MaybeErased | None, *fields: str) -> str:
     >>> erased_text(F(), "args")
     '[erased: cleanup, the latest of 2 erasures of this event]'
     """
+    said = erased_reason(event, *fields)
+    return "" if said is None else f"[erased: {said}]"
+
+
+def erased_reason(event: _MaybeErased | None, *fields: str) -> str | None:
+    """Why one of ``fields`` of ``event`` was erased, as readers say it (the text of
+    :func:`erased_text`), or None when none of them was."""
     gone = None if event is None else event.erased
     if gone is None or not any(f in gone.fields for f in fields):
-        return ""
+        return None
     if len(gone.records) > 1:
-        return f"[erased: {gone.reason}, the latest of {len(gone.records)} erasures of this event]"
-    return f"[erased: {gone.reason}]"
+        return f"{gone.reason}, the latest of {len(gone.records)} erasures of this event"
+    return gone.reason
 
 
 class _Request(_MaybeErased, Protocol):

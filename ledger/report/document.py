@@ -106,7 +106,9 @@ class ComplianceReport:
         return {
             "limit": self.list_limit,
             "more": more,
-            "full": {k: full_listing(k, self.since, self.until, counts[k]) for k in more},
+            "full": {
+                k: full_listing(k, self.since, self.until, counts[k], self.ledger) for k in more
+            },
         }
 
     @property

@@ -147,11 +147,10 @@ def verify_row(
         return None, None, _NOT_AN_OBJECT
     computed: str | None = _matching(obj, stored)
     if computed is None:
-        exact = loads_exact(text, obj)  # an integer beyond 64 bits exact, not rounded
-        try:
-            computed = sha256_of(exact, profile="rfc8785")
+        try:  # an integer beyond 64 bits read exactly, not rounded
+            computed = sha256_of(loads_exact(text, obj), profile="rfc8785")
         except CanonicalizationError:
-            computed = _rounded(obj, stored) if exact is not obj else None
+            computed = _rounded(obj, stored) if committed else None
     # a row with no RFC 8785 form (a huge integer, say) is stored unhashed by design; it
     # still goes through the id and column checks below
     if stored is None and computed is not None:
@@ -190,8 +189,10 @@ _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER  # see _matching
 def _rounded(obj: Any, stored: str | None) -> str | None:
     """``stored`` when it is the RFC 8785 hash of ``obj`` as ``orjson`` read it, an
     integer beyond 64 bits rounded to a float: what the sinks stored for such a row
-    before it was stored unhashed (a change of those digits alone is left to the Merkle
-    log, which covers the bytes). None otherwise."""
+    before it was stored unhashed. Asked only of a row whose bytes are the leaf the
+    Merkle log committed (so they are the bytes written, and the hash is the one they
+    were written with): elsewhere a float's digits edited into such an integer would
+    match it. None otherwise."""
     from ledger.canonical import sha256_of
 
     try:

@@ -16,6 +16,7 @@ the command).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -77,19 +78,26 @@ class Capped(Generic[T]):
         return self.total - min(self.total, self.limit)
 
 
-def full_listing(name: str, since: datetime | None, until: datetime | None, total: int) -> str:
+def full_listing(
+    name: str, since: datetime | None, until: datetime | None, total: int, ledger: str = ""
+) -> str:
     """The command that lists every item of the listing ``name`` of a report over
     ``[since, until)`` (``total`` items): the same report, its listings holding
     ``total`` items each (``--listed``), as JSON, where the listing's items are at
     ``LISTINGS[name]``. The same build and rules, so exactly the items the report counted (a
     ``ledger events`` filter could not say "an allowed action with no result").
 
+    ``ledger``: the report's ledger URL, given as ``--db`` (as the report shows it: a
+    password in it is hidden).
+
     >>> full_listing("missing_results", None, None, 1200)
     'ledger report --listed 1200 --json'
+    >>> full_listing("runs", None, None, 5, "sqlite:///ledger.db")
+    'ledger report --db sqlite:///ledger.db --listed 5 --json'
     """
     if name not in LISTINGS:
         raise ValueError(f"no report listing {name!r}; listings are {', '.join(LISTINGS)}")
-    window = ""
+    window = f" --db {shlex.quote(ledger)}" if ledger else ""
     if since is not None:
         window += f" --since {format_time_us(since)}"
     if until is not None:

@@ -557,7 +557,6 @@ class Retention:
         previous: Policy | None = None
         last: tuple[str, Any] | None = None
         history: list[tuple[str, Any, Policy]] = []
-        origin: str | None = None
         for event_id, _tool, record in self._logged(conn, [POLICY_TOOL], records):
             if not isinstance(record, dict):
                 raise _tampered(f"policy record {event_id} is not a policy change")
@@ -578,9 +577,7 @@ class Retention:
                         "a key of the policy before it"
                     )
                 assert last is not None
-                if origin is None:
-                    origin = self._sink.origin
-                if not signed_here(record, (last[0], str(last[1].get("origin"))), origin):
+                if not signed_here(record, last[0]):
                     raise _tampered(
                         f"policy record {event_id} (version {record.get('version')}) lowers "
                         "the floor or changes the policy keys with a signature made for "

@@ -356,6 +356,7 @@ def test_an_erased_run_exports_as_it_did_before_with_its_erased_parts_marked(
         assert "args" in now["agentledger.erased"], call
         assert now["gen_ai.tool.call.arguments"] == "[erased: GDPR request 7]", call
     assert after["c-fail"].status.status_code is StatusCode.ERROR
+    assert after["c-del"].status.description == "[erased: GDPR request 7]"  # its reason went
     assert after["c-read"].attributes["agentledger.safe"] is True
     assert after["c-write"].attributes["gen_ai.tool.call.result"] == "[erased: GDPR request 7]"
     root = after["root"].attributes

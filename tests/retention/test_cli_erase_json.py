@@ -99,3 +99,18 @@ def test_erase_json_memory_does_not_grow_with_the_listing(tmp_path: Path) -> Non
         peaks.append(_peak_rss_mib(url, out))
         assert len(json.loads(out.read_text())["events"]) == n
     assert peaks[1] < peaks[0] + 12, peaks  # a list of 40,000 events took ~40 MiB more
+
+
+def test_erase_json_keeps_text_with_unicode_line_separators_exact(tmp_path: Path) -> None:
+    run = "rün-😀\u2028x\u2029y\x85z"
+    with SQLiteSink(tmp_path / "ledger.db") as sink:
+        sink.record_many([Event(kind="request", run_id=run, time=OLD, args='"hi"')])
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    policy = ["retention", "set", "--db", url, "--keep", "400d", "--floor", "30d"]
+    assert CliRunner().invoke(cli, [*policy, "--reason", "p"]).exit_code == 0
+    result = CliRunner().invoke(
+        cli, ["erase", "--db", url, "--run", run, "--reason", "GDPR", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["selection"]["run_id"] == run and [e["run_id"] for e in out["events"]] == [run]

@@ -118,16 +118,37 @@ def test_a_lowering_signed_here_stands_and_in_a_copy_too(tmp_path: Path) -> None
         assert verify_ledger(copy, None).ok
 
 
-def test_a_change_without_after_is_judged_by_its_origin(tmp_path: Path) -> None:
-    """A change recorded before ``after`` existed stands when it names this ledger's
-    origin (or the one its previous record names), not another's."""
+def test_a_copy_of_a_copy_keeps_its_signed_history(tmp_path: Path) -> None:
+    """A copied ledger lowers its floor; a copy of that copy still verifies and erases
+    under it (``after`` names records the copies keep by event id)."""
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    with SQLiteSink(tmp_path / "a.db") as a:
+        a.record_many(run_events("young", NOW - timedelta(days=10)))
+        Retention(a, clock=lambda: NOW).set_policy(
+            keep="400d", floor="180d", keys=[dpo_public], reason="policy", by="dpo"
+        )
+    assert copy_ledger(f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}").verified
+    with SQLiteSink(tmp_path / "b.db") as b:
+        Retention(b, clock=lambda: NOW).set_policy(
+            keep="400d", floor="1d", reason="lower", by="dpo", signer=Signer.from_key(dpo)
+        )
+    assert copy_ledger(f"sqlite:///{tmp_path / 'b.db'}", f"sqlite:///{tmp_path / 'c.db'}").verified
+    with SQLiteSink(tmp_path / "c.db") as c:
+        assert verify_ledger(c, None).ok
+        done = Retention(c, clock=lambda: NOW).erase(Selection.of_run("young"), reason="GDPR")
+        assert done.erased == len(run_events("young", NOW)) and verify_ledger(c, None).ok
+
+
+def test_a_change_without_after_stands_as_before() -> None:
+    """A change written before ``after`` existed is not bound to a ledger (a copy of a
+    copy holds such changes naming neither its origin nor its source's)."""
     from ledger.integrity.policy_change import signed_here
 
-    assert signed_here({"origin": "log-b"}, ("01A", "log-a"), "log-b")
-    assert signed_here({"origin": "log-a"}, ("01A", "log-a"), "log-b")  # a copy's history
-    assert not signed_here({"origin": "log-x"}, ("01A", "log-a"), "log-b")
-    assert not signed_here({"after": None}, ("01A", "log-a"), "log-b")
-    assert signed_here({"origin": "log-x"}, None, None)  # no origin known: not judged
+    assert signed_here({"origin": "log-x"}, "01A")
+    assert signed_here({"after": "01A", "origin": "log-x"}, "01A")
+    assert not signed_here({"after": "01A"}, "01B")
+    assert not signed_here({"after": None}, "01A")
+    assert not signed_here({"after": "01A"}, None)
 
 
 def test_only_a_policy_key_may_sign_any_change(ledger_db: Ledger) -> None:

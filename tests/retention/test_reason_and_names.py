@@ -87,3 +87,20 @@ def test_an_event_erased_twice_does_not_give_the_latest_reason_for_every_part(
     shown = " ".join(result.output.split())
     assert "args: [erased: cleanup refs, the latest of 2 erasures" in shown, shown
     assert "request: [erased: GDPR request 1]" in shown, shown  # one erasure took it
+
+
+def test_the_viewer_and_drift_say_an_event_was_erased_twice(sqlite_ledger: Ledger) -> None:
+    from ledger.drift import ErasedContent, EventResolver
+    from ledger.model import RefSource
+    from ledger.viewer.pages.parts import erased_mark
+
+    r = _ledger(sqlite_ledger)
+    r.erase(Selection.of_run("old"), reason="first", fields=["reason", "result"])
+    r.erase(Selection.of_run("old"), reason="second")  # whole: every row a second time
+    sink = sqlite_ledger.opened[0]
+    events = list(sink.chain("old").events)
+    action = next(e for e in events if e.kind == "action")
+    assert "erased: second, the latest of 2 erasures of this event" in erased_mark(action, "reason")
+    result = next(e for e in events if e.kind == "tool_result")
+    with pytest.raises(ErasedContent, match="the latest of 2 erasures"):
+        EventResolver(sink).current_hash(RefSource.TOOL, str(result.event_id))

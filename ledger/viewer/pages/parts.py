@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 import orjson
 
 from ledger.drift import RefCheck, RefState
 from ledger.errors import CorruptRecord
+from ledger.model.erasure import Erasure, erased_reason
 from ledger.model.values import Ref, Verdict
 from ledger.timefmt import format_time
 from ledger.viewer.html import INLINE_LIMIT, attr, badge, esc, href, link, value
@@ -142,10 +144,9 @@ def erased_mark(event: object, name: str) -> str:
     """``[erased: reason]`` when retention erased field ``name`` of ``event`` (the
     ``erased`` member of a tombstone, where events have one), else ""."""
     found = getattr(event, "erased", None)
-    fields = getattr(found, "fields", ()) if found is not None else ()
-    if name not in fields:
+    if not isinstance(found, Erasure) or name not in found.fields:
         return ""
-    reason = getattr(found, "reason", "")
+    reason = erased_reason(cast(Any, event), name)
     return badge(f"erased: {reason}" if reason else "erased", "warn", title="removed by retention")
 
 
