@@ -83,6 +83,7 @@ from ledger.sinks.schema import (
 from ledger.sinks.shred import (
     KeyWrapper,
     attach_payloads,
+    check_still_clear,
     refusal,
     sealed_row,
     without_erased,
@@ -399,7 +400,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         The common case is one round trip: the statement of :meth:`_insert_at_once`,
         run in autocommit mode, is a transaction of its own (PostgreSQL commits it,
         flushing its WAL, before it answers)."""
-        cached = self._appender.cached()
+        cached = None if self._mode_open else self._appender.cached()
         if cached is not None:
             with self._engine.connect() as conn:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -409,6 +410,10 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         # sealed row's run may have been erased: the long way, in a transaction
         with self._engine.connect() as conn:
             after = self._tree_begin(conn).copy()
+            if self._mode_open:  # no event yet when opened without the key
+                check_still_clear(
+                    lambda q, p: conn.exec_driver_sql(q, tuple(p)).fetchall(), self.schema
+                )
             if self._payloads is not None and (
                 gone := self._payloads.erased_runs(
                     lambda q, p: conn.exec_driver_sql(q, tuple(p)).fetchall(), "%s", rows
@@ -419,6 +424,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             self._insert(conn, number_rows(after, rows))
             root = self._tree_finish(conn, after)
             conn.commit()
+        self._mode_open = False  # it holds events now: in clear for good
         self._appender.committed(after, root)
 
     def _insert_at_once(self, conn: sa.Connection, rows: list[Row], frontier: Frontier) -> bool:
@@ -448,6 +454,10 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         errors: list[BaseException | None] = []
         with self._engine.begin() as conn:
             frontier = self._tree_begin(conn)
+            if self._mode_open:
+                check_still_clear(
+                    lambda q, p: conn.exec_driver_sql(q, tuple(p)).fetchall(), self.schema
+                )
             after = frontier.copy()
             gone = (
                 {}
@@ -476,6 +486,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
                     errors.append(self._refused(rows, exc))
             root = self._tree_finish(conn, after) if after.size > frontier.size else None
         if root is not None:
+            self._mode_open = False  # it holds events now: in clear for good
             self._appender.committed(after, root)
         return errors
 

@@ -69,6 +69,7 @@ __all__ = [
     "Payloads",
     "ShredTables",
     "attach_payloads",
+    "check_still_clear",
     "shows_sealed",
     "shred_tables",
     "shredding",
@@ -572,6 +573,7 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     if wrapper is None and os.environ.get(ENV_KEY, "").strip():
         wrapper = FileKeyWrapper(os.environ[ENV_KEY].strip())
     sink._payloads = None
+    sink._mode_open = False
     if wrapper is None and not writer:
         # a reader without the key shows envelopes as stored, and a shredded run's as
         # erased: the run keys' table is read at the first envelope (opening reads nothing)
@@ -582,11 +584,14 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
     with reading as conn:
         row = conn.execute(sa.select(t.mode.c.scheme, t.mode.c.key_id)).first()
         mode = None if row is None else (str(row[0]), str(row[1]))
-        empty = mode is not None or wrapper is None or not _holds_events(conn, sink._table)
+        empty = mode is not None or not _holds_events(conn, sink._table)
         if mode is None:
             mode = _lost_mode(sink, conn, t, writer=writer)
     if mode is None:
         if wrapper is None:
+            # a writer without the key of a ledger with no event yet: one with the key
+            # may still make it shredding before this one's first write (which checks)
+            sink._mode_open = empty
             return
         if not writer:
             log.info("ledger stores payloads in clear; the payload key is not used")
@@ -740,6 +745,25 @@ def _lost_mode(
         where,
     )
     return SCHEME, str(found[0])
+
+
+def check_still_clear(
+    fetch: Callable[[str, Sequence[Any]], Sequence[Any]], schema: str | None
+) -> None:
+    """Inside the first write transaction of a writer without the key that opened a
+    ledger with no payload mode recorded and no event (``sink._mode_open``): refuse
+    (``PayloadKeyError``, nothing written) when a writer with a key made it a
+    crypto-shredding ledger since, else this one would store payloads in clear in it.
+    The mode is recorded under the writers' lock, so either that writer saw this one's
+    events (and refused), or this one sees its mode row."""
+    table = f'"{schema}".payload_mode' if schema else "payload_mode"
+    if fetch(f"SELECT key_id FROM {table}", ()):
+        raise PayloadKeyError(
+            "this ledger was made a crypto-shredding ledger (by a writer with the payload "
+            "key) after this sink opened it without the key, so nothing was written: its "
+            "args and results would be stored in clear; open it again with the payload "
+            "key ($LEDGER_PAYLOAD_KEY)"
+        )
 
 
 def _holds_events(conn: sa.Connection, events: sa.Table) -> bool:

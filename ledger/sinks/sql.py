@@ -190,6 +190,9 @@ class SQLReader(Closing):
     _table: sa.Table
     _engine: sa.Engine
     _payloads: Any = None  # ledger.sinks.shred.Payloads in crypto-shredding mode
+    # a writer without the key of a ledger whose payload mode was open when it opened:
+    # its first write checks that no writer with a key made it shredding meanwhile
+    _mode_open: bool = False
     _decode = staticmethod(parse_row)  # a stored row to its event (shred.attach_payloads)
 
     @property

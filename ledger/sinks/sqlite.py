@@ -68,7 +68,7 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
-from ledger.sinks.shred import KeyWrapper, attach_payloads, without_erased
+from ledger.sinks.shred import KeyWrapper, attach_payloads, check_still_clear, without_erased
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -329,6 +329,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         rows = [row for item in items for row in item]
         self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
+            if self._mode_open:  # no event yet when opened without the key
+                check_still_clear(lambda q, p: conn.execute(q, p).fetchall(), None)
             if self._payloads is not None and (
                 gone := self._payloads.erased_runs(
                     lambda q, p: conn.execute(q, p).fetchall(), "?", rows
@@ -371,6 +373,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
             raise
         self._unmarked = 0 if marked else self._unmarked + 1
+        self._mode_open = False  # it holds events now: in clear for good
         self._appender.committed(after, None)
         return errors
 

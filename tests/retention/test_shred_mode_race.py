@@ -1,0 +1,45 @@
+"""A writer without the key that opened a ledger with no event yet (a retention policy
+set first, say) must not store payloads in clear once a writer with the key has made it
+a crypto-shredding ledger: its first write checks the mode under the writers' lock."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.errors import PayloadKeyError
+from ledger.retention import Retention
+from ledger.sinks.shred import FileKeyWrapper, shredding
+from tests.retention.conftest import OLD, Ledger, needs_retention_schema, open_keyed, run_events
+
+pytestmark = needs_retention_schema
+
+
+@pytest.mark.parametrize("policy_first", [True, False], ids=["policy-first", "empty"])
+def test_a_keyless_writer_opened_first_is_refused_once_the_ledger_is_shredding(
+    ledger_db: Ledger, key: FileKeyWrapper, policy_first: bool
+) -> None:
+    first = open_keyed(ledger_db)
+    if policy_first:
+        Retention(first).set_policy(keep="400d", floor="30d", reason="before go-live")
+    keyless = open_keyed(ledger_db)  # opened while the mode is still open
+    keyed = open_keyed(ledger_db, key)  # makes it a shredding ledger
+    assert shredding(keyed)
+    keyed.record_many(run_events("sealed", OLD))
+    with pytest.raises(PayloadKeyError, match="crypto-shredding ledger"):
+        keyless.record_many(run_events("clear", OLD, secret="bob"))
+    stored = ledger_db.sql("SELECT event_json FROM {p}events WHERE run_id = 'clear'")
+    assert stored == []
+    for event in run_events("clear2", OLD, secret="bob")[:1]:  # commit_action's path too
+        with pytest.raises(PayloadKeyError):
+            keyless.record(event)
+
+
+def test_a_keyless_writer_that_wrote_first_keeps_the_ledger_in_clear(
+    ledger_db: Ledger, key: FileKeyWrapper
+) -> None:
+    keyless = open_keyed(ledger_db)
+    keyless.record_many(run_events("clear", OLD))
+    with pytest.raises(PayloadKeyError, match="created without crypto-shredding"):
+        open_keyed(ledger_db, key)
+    keyless.record_many(run_events("clear-again", OLD))  # it goes on writing
+    assert not shredding(keyless)
