@@ -113,11 +113,11 @@ class ErasedRows:
             keys = tuple(keys) if type(keys) is list and all(type(k) is str for k in keys) else ()
             if self.policy is not None and lowers(self.policy[1], self.keys, policy[1], keys):
                 if not signed_by(args, self.keys):
-                    said = _unsigned(event_id, policy, self.policy)
+                    said = _unsigned(event_id, policy, self.policy, _UNSIGNED)
                     self.unsigned.append((event_id, said, index))
                     return
                 if not signed_here(args, self.before):
-                    said = _elsewhere(event_id, policy, self.policy)
+                    said = _unsigned(event_id, policy, self.policy, _ELSEWHERE)
                     self.unsigned.append((event_id, said, index))
                     return
             self.policy, self.keys = policy, keys
@@ -269,26 +269,27 @@ def _against_policy(record: str, t: RecordTally) -> str:
     return ""
 
 
-def _unsigned(event_id: str, policy: tuple[int, timedelta], before: tuple[int, timedelta]) -> str:
+_UNSIGNED = (
+    "without a valid signature by one of that policy's keys: the ledger never writes such "
+    "a change, so it was made outside it"
+)
+_ELSEWHERE = (
+    "with a signature made for another ledger's policy (its record was copied into this "
+    "log, not made here)"
+)
+
+
+def _unsigned(
+    event_id: str, policy: tuple[int, timedelta], before: tuple[int, timedelta], why: str
+) -> str:
+    """The finding of a policy record that lowers the floor (or changes the keys) and
+    does not stand (``why``: :data:`_UNSIGNED` or :data:`_ELSEWHERE`)."""
     version, floor = policy
     return (
         f"retention policy record {event_id or '?'} (version {version}, floor "
         f"{format_duration(floor)}) lowers the floor of version {before[0]} "
-        f"({format_duration(before[1])}) or changes its keys without a valid signature by "
-        "one of that policy's keys: the ledger never writes such a change, so it was made "
-        "outside it; erasures after it are judged under version "
-        f"{before[0]}"
-    )
-
-
-def _elsewhere(event_id: str, policy: tuple[int, timedelta], before: tuple[int, timedelta]) -> str:
-    version, floor = policy
-    return (
-        f"retention policy record {event_id or '?'} (version {version}, floor "
-        f"{format_duration(floor)}) lowers the floor of version {before[0]} "
-        f"({format_duration(before[1])}) or changes its keys with a signature made for "
-        "another ledger's policy (its record was copied into this log, not made here); "
-        f"erasures after it are judged under version {before[0]}"
+        f"({format_duration(before[1])}) or changes its keys {why}; erasures after it "
+        f"are judged under version {before[0]}"
     )
 
 
