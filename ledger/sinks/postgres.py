@@ -87,6 +87,7 @@ from ledger.sinks.shred import (
     refusal,
     sealed_row,
     without_erased,
+    writer_events,
 )
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
@@ -274,6 +275,10 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         try:
             with conn.begin_nested():
                 after = self._tree_begin(conn).copy()
+                if self._mode_open:  # every time: the caller may roll the events back
+                    check_still_clear(
+                        lambda q, p: conn.exec_driver_sql(q, tuple(p)).fetchall(), self.schema
+                    )
                 self._insert(conn, number_rows(after, rows))
                 root = self._tree_finish(conn, after)
         except sa.exc.DBAPIError as exc:
@@ -424,7 +429,8 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             self._insert(conn, number_rows(after, rows))
             root = self._tree_finish(conn, after)
             conn.commit()
-        self._mode_open = False  # it holds events now: in clear for good
+        if writer_events(rows):
+            self._mode_open = False  # it holds events now: in clear for good
         self._appender.committed(after, root)
 
     def _insert_at_once(self, conn: sa.Connection, rows: list[Row], frontier: Frontier) -> bool:
@@ -486,7 +492,8 @@ class PostgresSink(Writing, TreeReading, SQLReader):
                     errors.append(self._refused(rows, exc))
             root = self._tree_finish(conn, after) if after.size > frontier.size else None
         if root is not None:
-            self._mode_open = False  # it holds events now: in clear for good
+            if not any(errors) and writer_events([r for item in items for r in item]):
+                self._mode_open = False  # it holds events now: in clear for good
             self._appender.committed(after, root)
         return errors
 

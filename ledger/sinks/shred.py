@@ -73,6 +73,7 @@ __all__ = [
     "shows_sealed",
     "shred_tables",
     "shredding",
+    "writer_events",
 ]
 
 log = logging.getLogger(__name__)
@@ -578,6 +579,10 @@ def attach_payloads(sink: Any, payload_key: KeyWrapper | None, *, writer: bool) 
         # a reader without the key shows envelopes as stored, and a shredded run's as
         # erased: the run keys' table is read at the first envelope (opening reads nothing)
         sink._decode = _KeylessDecode(sink)
+        # a sink opened without migrating (a "reader") can still write: its first write
+        # checks that the ledger is not a shredding one, whose payloads it would store
+        # in clear
+        sink._mode_open = True
         return
     t = shred_tables(getattr(sink, "schema", None))
     reading: AbstractContextManager[sa.Connection] = sink._reading()
@@ -764,6 +769,13 @@ def check_still_clear(
             "args and results would be stored in clear; open it again with the payload "
             "key ($LEDGER_PAYLOAD_KEY)"
         )
+
+
+def writer_events(rows: Sequence[Any]) -> bool:
+    """True when stored ``rows`` (the run id second) hold an event a writer stored, not
+    only retention records (``ledger db copy`` carries those as events): once one is
+    committed the ledger is in clear for good (:func:`_holds_events`)."""
+    return any(not str(r[1]).startswith(ADMIN_RUN_PREFIX) for r in rows)
 
 
 def _holds_events(conn: sa.Connection, events: sa.Table) -> bool:

@@ -68,7 +68,13 @@ from ledger.sinks.schema import (
     require_readable,
     schema_state,
 )
-from ledger.sinks.shred import KeyWrapper, attach_payloads, check_still_clear, without_erased
+from ledger.sinks.shred import (
+    KeyWrapper,
+    attach_payloads,
+    check_still_clear,
+    without_erased,
+    writer_events,
+)
 from ledger.sinks.sql import SQLReader, events_table
 from ledger.sinks.tree import (
     LEAF_COLUMN,
@@ -373,7 +379,8 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                 raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
             raise
         self._unmarked = 0 if marked else self._unmarked + 1
-        self._mode_open = False  # it holds events now: in clear for good
+        if self._mode_open and not any(errors) and writer_events(rows):
+            self._mode_open = False  # it holds events now: in clear for good
         self._appender.committed(after, None)
         return errors
 

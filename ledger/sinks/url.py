@@ -30,6 +30,7 @@ needs to understand a URL can import it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -190,12 +191,20 @@ def _postgres(url: str, rest: str) -> LedgerURL:
 
 
 def shown_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``, for messages."""
+    """``url`` with any password replaced by ``***``, for messages: the one in its user
+    part, and a ``password`` query parameter (libpq takes one there too).
+
+    >>> shown_url("postgresql://u:pw@h/db?password=pw2&ledger_schema=s")
+    'postgresql://u:***@h/db?password=***&ledger_schema=s'
+    """
     try:
         parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return urlunsplit(parts._replace(netloc=netloc))
+        if parts.password is not None:
+            netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+            url = urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
         return "<unparsable URL>"
+    return _QUERY_PASSWORD.sub(r"\1***", url)
+
+
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
