@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from ledger.errors import SinkClosed, StorageError
+from ledger.errors import LedgerError, SinkClosed, StorageError
 
 __all__ = ["GroupCommitter"]
 
@@ -196,7 +196,17 @@ class GroupCommitter(Generic[T]):
 
 
 def _copy(exc: BaseException) -> BaseException:
-    """A separate exception per waiting thread (one instance must not be raised twice)."""
-    copy = StorageError(f"the group commit holding this record failed: {exc}")
+    """A separate exception per waiting thread (one instance must not be raised twice):
+    of the same class when it is one of the ledger's errors made from a message (a
+    ``PayloadKeyError`` stays one, so a caller that catches it catches it), else a
+    ``StorageError`` naming it."""
+    copy: BaseException | None = None
+    if isinstance(exc, LedgerError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        try:
+            copy = type(exc)(exc.args[0])
+        except TypeError:  # a constructor that takes more than the message
+            copy = None
+    if copy is None or str(copy) != str(exc):
+        copy = StorageError(f"the group commit holding this record failed: {exc}")
     copy.__cause__ = exc
     return copy

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ledger.errors import SinkClosed, StorageError, ValidationError
+from ledger.errors import (
+    LedgerError,
+    PayloadKeyError,
+    SinkClosed,
+    StorageError,
+    ValidationError,
+)
 from ledger.ids import new_event_id
 from ledger.sinks import DiscardSink, JSONLSink, SQLiteSink, open_sink, upgrade
 from ledger.sinks.groupcommit import GroupCommitter
@@ -95,6 +101,31 @@ def test_a_failed_transaction_fails_every_caller_with_its_own_error() -> None:
         t.join()
     assert len(errors) == 10 and len({id(e) for e in errors}) == 10
     assert all("disk full" in str(e) for e in errors)
+
+
+def test_a_failed_transaction_gives_every_caller_an_error_of_its_class() -> None:
+    """Each caller of a batch that failed whole gets its own exception of the class the
+    write raised (a PayloadKeyError stays one for every caller, not only the first)."""
+    gate = threading.Barrier(6)
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        time.sleep(0.01)  # the others queue up behind the first batch
+        raise PayloadKeyError("made a crypto-shredding ledger meanwhile")
+
+    committer: GroupCommitter[int] = GroupCommitter(write)
+    errors: list[BaseException] = []
+
+    def submit(i: int) -> None:
+        gate.wait()
+        try:
+            committer.submit(lambda: i)
+        except LedgerError as exc:
+            errors.append(exc)
+
+    for t in _threads(6, submit):
+        t.join()
+    assert len(errors) == 6 and len({id(e) for e in errors}) == 6
+    assert all(type(e) is PayloadKeyError and "meanwhile" in str(e) for e in errors), errors
 
 
 def test_an_item_that_cannot_be_built_is_not_written() -> None:
