@@ -134,9 +134,15 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
                     f"{value!r}: 'm' is ambiguous for a legal hold (minutes or months?); "
                     "give hours or days (e.g. 4h, 180d) or a date (2026-01-31)"
                 ) from None
-            # an age (read against the command's one "now"), or its usage error naming
-            # every form
-            return parse_when(value, now=command_now(ctx))
+            # an age (read against the command's one "now"); its usage error names the
+            # forms a hold takes (not minutes: see above)
+            try:
+                return parse_when(value, now=command_now(ctx))
+            except click.BadParameter:
+                raise click.BadParameter(
+                    f"{value!r}: give an RFC 3339 time (2026-01-02T03:04:05Z), a date "
+                    "(2026-01-02) or an age in hours, days or weeks (24h, 7d, 2w)"
+                ) from None
         raise click.BadParameter(str(exc).removeprefix(f"--{param.name}: ")) from None
 
 
