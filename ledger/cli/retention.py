@@ -217,6 +217,11 @@ def retention_set(
             except ValidationError as exc:
                 message = str(exc).removeprefix(f"--{name}: ")
                 raise click.BadParameter(message, param_hint=f"'--{name}'") from None
+    if "floor" in spans and spans["floor"] > spans["keep"]:  # two values that contradict
+        raise click.UsageError(  # each other, as a reversed hold window: a usage error
+            f"--floor {floor} is longer than --keep {keep}: the floor is the least a record "
+            "is kept, so it cannot exceed keep; raise --keep or lower --floor"
+        )
     signer = None
     if signer_key is not None:
         text = _key_text(signer_key)
