@@ -429,7 +429,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             self._insert(conn, number_rows(after, rows))
             root = self._tree_finish(conn, after)
             conn.commit()
-        if writer_events(rows):
+        if self._mode_open and writer_events(rows):
             self._mode_open = False  # it holds events now: in clear for good
         self._appender.committed(after, root)
 
@@ -492,7 +492,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
                     errors.append(self._refused(rows, exc))
             root = self._tree_finish(conn, after) if after.size > frontier.size else None
         if root is not None:
-            if not any(errors) and writer_events([r for item in items for r in item]):
+            if self._mode_open and not any(errors) and writer_events([r for i in items for r in i]):
                 self._mode_open = False  # it holds events now: in clear for good
             self._appender.committed(after, root)
         return errors
