@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.integrity.policy_change import lowers, signed_by, signed_here
+from ledger.integrity.policy_change import false_signature, lowers, signed_by, signed_here
 from ledger.model.erasure import (
     ADMIN_RUN_PREFIX,
     POLICY_TOOL,
@@ -120,6 +120,9 @@ class ErasedRows:
                     said = _unsigned(event_id, policy, self.policy, _ELSEWHERE)
                     self.unsigned.append((event_id, said, index))
                     return
+            if false_signature(args, self.keys, keys):  # it stands (no signature was
+                # needed), but the signer it shows did not sign it
+                self.unsigned.append((event_id, _falsely_signed(event_id, policy, args), index))
             self.policy, self.keys = policy, keys
             self.before = event_id
             return
@@ -290,6 +293,23 @@ def _unsigned(
         f"{format_duration(floor)}) lowers the floor of version {before[0]} "
         f"({format_duration(before[1])}) or changes its keys {why}; erasures after it "
         f"are judged under version {before[0]}"
+    )
+
+
+def _falsely_signed(event_id: str, policy: tuple[int, timedelta], args: Any) -> str:
+    """The finding of a policy record whose signature no policy key made."""
+    signature = args.get("signature")
+    signer = (
+        f" by {signature.get('name')}+{signature.get('key_id')}"
+        if isinstance(signature, dict)
+        else ""
+    )
+    version, floor = policy
+    return (
+        f"retention policy record {event_id or '?'} (version {version}, floor "
+        f"{format_duration(floor)}) carries a signature{signer} that no key of the policy "
+        "before or after it made: the ledger never writes such a change, so it was made "
+        "outside it (the change itself needed no signature and stands)"
     )
 
 

@@ -16,6 +16,15 @@ True
 False
 >>> signed_by({"floor": "30d", "signature": {"name": "dpo"}}, ())
 False
+
+Any other change may carry a signature too (it is then shown as signed by its signer),
+but only one that a key of the policy before or after it made (:func:`false_signature`):
+a change showing a signature no policy key made claims an approval nobody gave.
+
+>>> false_signature({"floor": "200d", "signature": None}, (), ())
+False
+>>> false_signature({"floor": "200d", "signature": {"name": "dpo"}}, (), ())
+True
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from ledger.canonical import canonical_bytes
 from ledger.integrity._keytext import b64decode
 from ledger.integrity.note import Verifier
 
-__all__ = ["lowers", "signed_by", "signed_here"]
+__all__ = ["false_signature", "lowers", "signed_by", "signed_here"]
 
 
 def lowers(
@@ -69,6 +78,17 @@ def signed_by(record: Mapping[str, Any], keys: Sequence[str]) -> bool:
         ):
             return True
     return False
+
+
+def false_signature(record: Mapping[str, Any], before: Sequence[str], after: Sequence[str]) -> bool:
+    """True when the policy change ``record`` carries a signature (any ``signature``
+    member but null, which the ledger writes for an unsigned change) that no key of the
+    policy ``before`` it or ``after`` it (its own ``keys``) made: what ``retention show``
+    and the report would show as "signed by" would be false. The ledger never writes
+    such a change."""
+    if record.get("signature") is None:
+        return False
+    return not signed_by(record, (*before, *after))
 
 
 def signed_here(record: Mapping[str, Any], before: str | None) -> bool:

@@ -46,7 +46,7 @@ from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
 from ledger.integrity.note import NoteSigner, Verifier
-from ledger.integrity.policy_change import signed_by, signed_here
+from ledger.integrity.policy_change import false_signature, signed_by, signed_here
 from ledger.model.erasure import ALL_FIELDS, ERASE_TOOL, tombstone_of
 from ledger.model.event import Event
 from ledger.model.sealed import ENVELOPE_HEAD, ENVELOPE_HEAD_IN_TEXT, is_envelope
@@ -583,6 +583,13 @@ class Retention:
                         "the floor or changes the policy keys with a signature made for "
                         "another ledger's policy (its record was copied into this log)"
                     )
+            if false_signature(record, previous.keys if previous else (), policy.keys):
+                raise _tampered(
+                    f"policy record {event_id} (version {record.get('version')}) carries a "
+                    "signature that no key of the policy before or after it made (the "
+                    "ledger never writes one: it would be shown as signed by a key that did "
+                    "not sign it)"
+                )
             previous, last = policy, (event_id, record)
             history.append((event_id, record, policy))
         if last is None and state is None:
@@ -1051,11 +1058,18 @@ class Retention:
                 "with a policy key"
             )
         message = canonical_bytes(body, "rfc8785")
-        return {
+        signature = {
             "name": signer.name,
             "key_id": f"{signer.key_id:08x}",
             "signature": b64encode(signer.sign(message)),
         }
+        if not signed_by({**body, "signature": signature}, known):
+            raise refuse(
+                f"the key {signer.name}+{signer.key_id:08x} has the name and key id of a "
+                "policy key but is not that key (its signature does not verify with the "
+                "registered public key): sign with the policy key itself"
+            )
+        return signature
 
     # --- legal holds --------------------------------------------------------------
 

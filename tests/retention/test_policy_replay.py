@@ -169,3 +169,44 @@ def test_only_a_policy_key_may_sign_any_change(ledger_db: Ledger) -> None:
     r.set_policy(keep="400d", floor="60d", reason="raise", signer=Signer.from_key(dpo))
     state = r.policy()
     assert state is not None and state.version == 2 and state.signed_by.startswith("dpo")
+
+
+class _Misconfigured:
+    """A signer (as a KMS or HSM key implements ``NoteSigner``) that presents a policy
+    key's name and key id but signs with another private key: what a misconfigured HSM
+    slot, or a key ground to collide on the 32-bit key id, would present."""
+
+    def __init__(self, claimed: str, actual: str) -> None:
+        self._claimed, self._actual = Signer.from_key(claimed), Signer.from_key(actual)
+
+    @property
+    def name(self) -> str:
+        return self._claimed.name
+
+    @property
+    def key_id(self) -> int:
+        return self._claimed.key_id
+
+    def sign(self, message: bytes) -> bytes:
+        return self._actual.sign(message)
+
+
+def test_a_signer_that_is_not_the_policy_key_it_names_is_refused(ledger_db: Ledger) -> None:
+    """A signature is checked with the registered public key before it is recorded: a
+    signer presenting a policy key's name and key id but another key was recorded, and
+    shown as "signed by" the policy key. Refused for a raise and a lowering alike,
+    nothing changed."""
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    other, _ = generate_key("dpo.example/policy")  # the same name, another key
+    sink = ledger_db.open()
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="p")
+    wrong = _Misconfigured(dpo, other)
+    for floor in ("200d", "30d"):  # a raise, a lowering
+        with pytest.raises(RetentionError, match="is not that key"):
+            r.set_policy(keep="400d", floor=floor, reason="change", signer=wrong)
+        state = r.policy()
+        assert state is not None and state.version == 1 and state.policy.floor.days == 180
+    r.set_policy(keep="400d", floor="30d", reason="lower", signer=Signer.from_key(dpo))
+    state = r.policy()
+    assert state is not None and state.version == 2 and state.signed_by.startswith("dpo")

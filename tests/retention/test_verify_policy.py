@@ -304,3 +304,50 @@ def test_a_retention_record_erased_by_hand_is_reported(ledger_db: Ledger) -> Non
                   policy={"version": 1, "keep": "400d", "floor": "0d"}, at=NOW)  # fmt: skip
     messages = forbidden(verify_ledger(sink, None))
     assert any("tombstone of a retention record" in m for m in messages), messages
+
+
+def test_a_raise_showing_a_signature_no_policy_key_made_is_reported(ledger_db: Ledger) -> None:
+    """A raise needs no signature, but one that carries a signature is shown as "signed
+    by" its signer: a record whose signature no policy key made (appended outside the
+    API) is a verify finding, and the erasure API refuses the ledger, naming it."""
+    from ledger.errors import RetentionError
+    from ledger.integrity import generate_key
+    from ledger.integrity.note import Signer
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    _dpo, dpo_public = generate_key("dpo.example/policy")
+    evil, _ = generate_key("intruder.example/policy")
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy")
+    assert verify_ledger(sink, None).ok
+    forged = forge_policy(sink, version=2, floor="200d", keys=[dpo_public], at=NOW,
+                          signer=Signer.from_key(evil))  # fmt: skip
+    messages = forbidden(verify_ledger(sink, None))
+    assert any(
+        forged in m and "intruder.example/policy+" in m and "no key of the policy" in m
+        for m in messages
+    ), messages
+    with pytest.raises(RetentionError, match=f"{forged}.*signature that no key"):
+        r.erase(Selection.of_run("old"), reason="GDPR", by="dpo")
+    assert "signature that no key" in r.tables_changed()
+
+
+def test_a_raise_signed_by_a_policy_key_verifies(ledger_db: Ledger) -> None:
+    """The rule's other side: a raise signed by the key it registers, or by a key of the
+    policy before it, verifies and erasures go on."""
+    from ledger.integrity import generate_key
+    from ledger.integrity.note import Signer
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    dpo, dpo_public = generate_key("dpo.example/policy")
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(
+        keep="400d", floor="180d", keys=[dpo_public], reason="p", signer=Signer.from_key(dpo)
+    )  # fmt: skip  (signed by the key it registers)
+    r.set_policy(keep="400d", floor="200d", reason="raise", signer=Signer.from_key(dpo))
+    r.erase(Selection.of_run("old"), reason="GDPR", by="dpo")
+    result = verify_ledger(sink, None)
+    assert result.ok, result.findings
+    assert r.tables_changed() == ""
