@@ -142,6 +142,8 @@ class _Intent(NamedTuple):
     @classmethod
     def of(cls, e: Record) -> _Intent:
         cited = tuple(f"{r.source}:{r.id}" for r in e.refs)
+        if not cited and (gone := erased_text(e, "refs")):  # it cited what was erased,
+            cited = (gone,)  # not nothing
         # an erased part reads as erased (in both builds alike), never as "" or missing
         reason = erased_text(e, "reason") or e.reason
         return cls(e.tool, e.time, str(e.event_id), _principal(e), _agent(e), reason,
@@ -264,7 +266,9 @@ class CallPass:
     marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
     not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
     orphans: list[Record] = field(default_factory=list)
-    decided: dict[tuple[str, str], tuple[str, Approval | None]] = field(default_factory=dict)
+    # each call's first decision: its policy (label), approval, and the erasure mark of
+    # an erased approval ("" when none was)
+    decided: dict[tuple[str, str], tuple[str, Approval | None, str]] = field(default_factory=dict)
     who_runs: set[tuple[str, str, str]] = field(default_factory=set)
     action_times: list[datetime] = field(default_factory=list)
     denial_times: list[datetime] = field(default_factory=list)
@@ -295,7 +299,10 @@ class CallPass:
             key = (e.run_id, e.call_id)
             if key not in self.marks:
                 self.marks[key] = decision_mark(cast(Event, e))
-            self.decided.setdefault(key, (e.label, e.approval))
+            # the policy (label) that allowed it reads as erased, never as none
+            self.decided.setdefault(
+                key, (e.label or erased_text(e, "label"), e.approval, erased_text(e, "approval"))
+            )
 
     def _who(self, e: Record, allowed: bool) -> None:
         for table, who, kind in (
@@ -444,9 +451,9 @@ class CallPass:
         """Each allowed non-safe action with who or which policy allowed it."""
         out = []
         for (run, call), i in self.allowed.items():
-            policy, approval = self.decided.get((run, call), ("", None))
+            policy, approval, erased = self.decided.get((run, call), ("", None, ""))
             approval = i.approval or approval
-            gone = i.approval_erased if approval is None else ""
+            gone = (i.approval_erased or erased) if approval is None else ""
             out.append(
                 ApprovedAction(
                     run_id=run,

@@ -452,3 +452,46 @@ def test_a_shredding_erasure_counts_an_event_erased_before_as_already_erased(
     done = retention.erase(Selection.of_run("x1"), reason="r", by="dpo", fields=both)
     assert (dry.erased, dry.already) == (done.erased, done.already) == (1, 1)
     assert done.shredded
+
+
+@pytest.mark.parametrize("fields", [ALL_FIELDS, ("refs", "label", "approval")])
+def test_the_report_shows_an_erased_policy_approval_and_evidence_as_erased(
+    ledger_db: Ledger, fields: tuple[str, ...]
+) -> None:
+    """The report's approved actions (every format reads them) showed an erased policy
+    as none and erased evidence as "cited nothing", where ``why`` shows them erased:
+    an action that cited evidence reads as citing what was erased, in both builds."""
+    from ledger.model.values import Approval
+
+    sink = ledger_db.open()
+    t = OLD
+    sink.record_many([
+        Event(kind="request", run_id="q1", time=t, args='"save it"'),
+        Event(kind="gate_decision", run_id="q1", call_id="w", tool="write", time=t,
+              verdict="allowed", label="policy-7",
+              approval=Approval(approver="bob@example.com", reason="fine")),
+        Event(kind="action", run_id="q1", call_id="w", tool="write", time=t,
+              verdict="allowed", args={"p": 1},
+              refs=[{"source": "memory", "id": "m-alice"}]),
+        Event(kind="tool_result", run_id="q1", call_id="w", tool="write", time=t, result="1"),
+        Event(kind="action", run_id="q1", call_id="x", tool="write", time=t,
+              verdict="allowed", args={"p": 2}),  # cited nothing, decided by no policy
+        Event(kind="tool_result", run_id="q1", call_id="x", tool="write", time=t, result="2"),
+    ])  # fmt: skip
+    before = [
+        a for a in build_report(sink).to_dict()["approved_actions"] if a["call_id"] == "w"
+    ]
+    assert before[0]["evidence"] == ["memory:m-alice"] and before[0]["policy"] == "policy-7"
+    retention = Retention(sink)
+    retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+    retention.erase(Selection.of_run("q1"), reason="GDPR 9", by="dpo", fields=fields)
+    for reader in (sink, _Streamed(sink)):
+        report = build_report(reader)
+        shown = {a["call_id"]: a for a in report.to_dict()["approved_actions"]}
+        assert shown["w"]["evidence"] == ["[erased: GDPR 9]"], shown
+        assert shown["w"]["policy"] == "[erased: GDPR 9]", shown
+        assert shown["w"]["approver"] == "[erased: GDPR 9]", shown
+        assert shown["x"]["evidence"] == [] and shown["x"]["policy"] == "", shown  # never held
+        csv = report.to_csv()
+        assert "cited [erased: GDPR 9]" in csv and "cited -" in csv, csv
+        assert "[erased: GDPR 9]" in report.to_html()
