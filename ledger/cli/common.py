@@ -31,6 +31,7 @@ from rich.table import Table
 
 from ledger.errors import CallNotFound, RunNotFound, ValidationError
 from ledger.ids import coerce_event_id
+from ledger.model.shown import inert_json, one_line
 from ledger.sinks import Reader, open_reader
 from ledger.timefmt import format_time, format_time_us, parse_time
 
@@ -274,7 +275,7 @@ def _default(value: object) -> Any:
 
 def emit_json(value: object) -> None:
     """Print ``value`` as indented JSON (times in RFC 3339, UTC)."""
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_default))
+    click.echo(inert_json(json.dumps(value, indent=2, ensure_ascii=False, default=_default)))
 
 
 def json_line(value: object) -> str:
@@ -289,10 +290,11 @@ def emit_json_listing(value: dict[str, Any], name: str, items: Iterable[str]) ->
     say), so memory does not grow with them."""
     head = json.dumps({**value, name: None}, indent=2, ensure_ascii=False, default=_default)
     before, after = head.rsplit(f"{json.dumps(name)}: null", 1)
+    before, after = inert_json(before), inert_json(after)
     click.echo(f"{before}{json.dumps(name)}: [", nl=False)
     count = 0
     for item in items:
-        text = json.dumps(json.loads(item), indent=2, ensure_ascii=False)
+        text = inert_json(json.dumps(json.loads(item), indent=2, ensure_ascii=False))
         # indented line by line at "\n" only (a string may hold U+2028 and the like,
         # where str.splitlines, and so textwrap, would break it)
         shown = "\n".join("    " + line for line in text.split("\n"))
@@ -360,10 +362,10 @@ def _cell(value: object) -> str:
     if isinstance(value, datetime):
         return format_time_us(value)
     if isinstance(value, dict | list | tuple):
-        return json.dumps(value, ensure_ascii=False, default=_default)
+        return inert_json(json.dumps(value, ensure_ascii=False, default=_default))
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    return one_line(str(value))
 
 
 def emit_listing(
@@ -389,13 +391,13 @@ def emit_listing(
         return count
     if form == "nl":
         for row in rows:
-            click.echo(json.dumps(row, ensure_ascii=False, default=_default))
+            click.echo(inert_json(json.dumps(row, ensure_ascii=False, default=_default)))
             count += 1
         return count
     click.echo("[", nl=False)
     try:
         for row in rows:
-            text = json.dumps(row, indent=2, ensure_ascii=False, default=_default)
+            text = inert_json(json.dumps(row, indent=2, ensure_ascii=False, default=_default))
             click.echo(("\n" if not count else ",\n") + "  " + text.replace("\n", "\n  "), nl=False)
             count += 1
     finally:  # a read that fails midway still leaves a JSON array (the error: stderr, exit 1)

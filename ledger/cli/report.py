@@ -30,7 +30,7 @@ from ledger.cli.common import (
     stdout,
     window_options,
 )
-from ledger.model.shown import one_line
+from ledger.model.shown import inert_json, one_line
 from ledger.report import ComplianceReport, build_report
 from ledger.report.listing import LISTINGS, MAX_LISTED
 from ledger.report.model import run_outcome
@@ -279,10 +279,10 @@ def _render(r: ComplianceReport, fmt: str) -> str:
         return r.to_csv()
     if fmt == "nl":
         rows = csv.DictReader(io.StringIO(r.to_csv()))
-        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        return "".join(inert_json(json.dumps(row, ensure_ascii=False)) + "\n" for row in rows)
     if fmt == "html":
         return r.to_html()
-    return json.dumps(r.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return inert_json(json.dumps(r.to_dict(), indent=2, ensure_ascii=False)) + "\n"
 
 
 def register(group: click.Group) -> None:

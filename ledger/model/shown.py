@@ -3,14 +3,16 @@
 A reason, a name or a run id is text whoever made the record chose; shown as it is, a
 line break in it would start a line of the listing that the listing did not write, and
 an escape character would drive the terminal. Every text listing shows recorded text
-through :func:`one_line`.
+through :func:`one_line`; every document (HTML) through :func:`inert_text`, and every
+JSON text printed through :func:`inert_json`, so what reaches a terminal or a file is
+the same, and inert, wherever it is written.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["one_line", "shows_as_is"]
+__all__ = ["inert_json", "inert_text", "one_line", "shows_as_is"]
 
 # what can start a line, move the cursor, drive the terminal or reorder what is shown:
 # controls (C0, DEL, C1), line and paragraph separators, lone surrogates, and the
@@ -35,6 +37,34 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(_shown(c) for c in text)
+
+
+def inert_text(text: str) -> str:
+    """:func:`one_line` of each line of ``text`` (a document whose own line breaks are
+    kept, as an HTML page's): every other character :func:`one_line` escapes is shown
+    escaped. For a document in which recorded text is already escaped for its format
+    (HTML), where a line break cannot forge anything.
+
+    >>> inert_text("<td>a\\x1b[2Jb</td>\\n<td>c</td>")
+    '<td>a\\\\x1b[2Jb</td>\\n<td>c</td>'
+    """
+    if text.isprintable():
+        return text
+    return "\n".join(map(one_line, text.split("\n")))
+
+
+def inert_json(text: str) -> str:
+    """JSON text (as a JSON encoder writes it) with every character :func:`one_line`
+    would escape written as a ``\\uXXXX`` escape: the same JSON value, read back by any
+    parser, but no control character, line separator or bidirectional override reaches
+    a terminal raw. Those characters can only stand inside the JSON text's strings.
+
+    >>> inert_json('{"reason": "a\\u202eb\\x9b"}')
+    '{"reason": "a\\\\u202eb\\\\u009b"}'
+    """
+    if text.isprintable():
+        return text
+    return "".join(f"\\u{ord(c):04x}" if c != "\n" and _shown(c) != c else c for c in text)
 
 
 def shows_as_is(text: str) -> bool:

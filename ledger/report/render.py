@@ -17,6 +17,7 @@ from datetime import datetime
 from html import escape
 from typing import Any, Protocol
 
+from ledger.model.shown import inert_text, one_line
 from ledger.report.hashes import HashCheck
 from ledger.report.listing import LISTINGS
 from ledger.report.model import (
@@ -96,8 +97,8 @@ def render_csv(r: ReportView) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["section", "run_id", "call_id", "tool", "time", "count", "detail"])
-    for row in _csv_rows(r):
-        w.writerow(row)
+    for row in _csv_rows(r):  # recorded text on one line, inert (as every text output)
+        w.writerow([one_line(c) if isinstance(c, str) else c for c in row])
     return out.getvalue()
 
 
@@ -439,7 +440,7 @@ def render_html(r: ReportView) -> str:
             " (since inclusive, until exclusive)"
         )
     held = f"{_t(r.oldest_record)} to {_t(r.newest_record)}" if r.oldest_record else "none"
-    return "".join(
+    page = "".join(
         [
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -458,6 +459,7 @@ def render_html(r: ReportView) -> str:
             "</body></html>\n",
         ]
     )
+    return inert_text(page)  # no control character reaches a terminal that shows it
 
 
 def _csv_rows(r: ReportView) -> Iterable[list[object]]:
