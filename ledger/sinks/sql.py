@@ -154,6 +154,15 @@ def fetch_all(
         result.close()
 
 
+class _BadTime(Exception):
+    """A run's first or last ``time_us`` (``values``) is no time: :meth:`SQLReader.runs`
+    names the row that holds it."""
+
+    def __init__(self, run_id: str, values: tuple[Any, Any]) -> None:
+        super().__init__(run_id, values)
+        self.run_id, self.values = run_id, values
+
+
 def _summary(row: Any) -> RunSummary:
     if type(row.run_id) is not str:  # SQLite keeps whatever type an UPDATE gave
         raise CorruptRecord(
@@ -164,10 +173,7 @@ def _summary(row: Any) -> RunSummary:
     try:
         first, last = from_micros(row.first_us), from_micros(row.last_us)
     except (TypeError, ValueError, OverflowError):
-        raise CorruptRecord(
-            f"events rows of run {row.run_id!r}: a time_us is not a time in microseconds "
-            f"({row.first_us!r}, {row.last_us!r}); the rows were changed outside the ledger"
-        ) from None
+        raise _BadTime(row.run_id, (row.first_us, row.last_us)) from None
     return RunSummary(
         run_id=row.run_id,
         first_time=first,
@@ -178,6 +184,15 @@ def _summary(row: Any) -> RunSummary:
         errors=int(row.errors or 0),
         ended=bool(row.ended),
     )
+
+
+def _is_micros(value: object) -> bool:
+    """True when ``value`` is Unix microseconds a datetime can hold."""
+    try:
+        from_micros(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 class SQLReader(Closing):
@@ -442,13 +457,40 @@ class SQLReader(Closing):
         return self._summaries(query)
 
     def _summaries(self, query: sa.Select[Any]) -> Iterator[RunSummary]:
-        if self._borrowed():  # the caller's connection: read, end the read, then yield
-            with self._reading() as conn:
-                rows = conn.execute(query).all()
-            yield from map(_summary, rows)
-            return
-        with self._reading() as conn:  # a connection of our own, streamed
-            yield from map(_summary, self._streamed(conn, query))
+        try:
+            if self._borrowed():  # the caller's connection: read, end the read, then yield
+                with self._reading() as conn:
+                    rows = conn.execute(query).all()
+                yield from map(_summary, rows)
+                return
+            with self._reading() as conn:  # a connection of our own, streamed
+                yield from map(_summary, self._streamed(conn, query))
+        except _BadTime as bad:
+            raise self._bad_time(bad) from None
+
+    def _bad_time(self, bad: _BadTime) -> CorruptRecord:
+        """The error naming the row of run ``bad.run_id`` whose ``time_us`` column holds
+        a value that is no time (changed by SQL)."""
+        t = self._table
+        value = next(v for v in bad.values if not _is_micros(v))
+        with self._reading() as conn:
+            found = conn.execute(
+                sa.select(t.c.seq, t.c.event_id)
+                .where(t.c.run_id == bad.run_id, t.c.time_us == value)
+                .order_by(t.c.seq)
+                .limit(1)
+            ).first()
+        where = (
+            f"an events row of run {bad.run_id!r}"
+            if found is None
+            else f"events row seq={found[0]} (event_id {found[1]}, run {bad.run_id!r})"
+        )
+        return CorruptRecord(
+            f"{where}: its time_us column holds {value!r}, not a time in microseconds; the "
+            "row was changed outside the ledger (`ledger db check` lists such rows)",
+            seq=None if found is None else int(found[0]),
+            event_id="" if found is None else str(found[1]),
+        )
 
     def _streamed(self, conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Any]:
         """The rows of ``query`` (attribute access by label), streamed in pages of

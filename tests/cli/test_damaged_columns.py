@@ -235,3 +235,25 @@ def test_a_time_moved_years_later_on_one_row_blames_that_row_alone(
         assert result.exit_code in (0, 1), result.output
         data = json.loads(result.stdout)
         assert data["hash_check"]["mismatch_count"] == 1, (command, data["hash_check"])
+
+
+@pytest.mark.parametrize("value", ["9223372036854775807", "CAST(time_us AS TEXT) || 'x'"])
+def test_runs_names_the_row_whose_time_sql_made_no_time(
+    base: Path, tmp_path: Path, value: str
+) -> None:
+    """``runs()`` (and so ``ledger runs``) named only the run of a row whose
+    ``time_us`` holds no time; it now names the row, as the other readers do."""
+    from ledger.errors import CorruptRecord
+
+    with SQLiteSink(base) as sink:
+        (target,) = [e for e in sink.events(run_id="B") if e.kind == "action" and e.call_id == "c0"]
+    path = _damaged(
+        base, tmp_path, f"UPDATE events SET time_us = {value} WHERE event_id = ?",
+        str(target.event_id),
+    )  # fmt: skip
+    with SQLiteSink(path) as sink, pytest.raises(CorruptRecord) as caught:
+        list(sink.runs())
+    assert caught.value.event_id == str(target.event_id) and caught.value.seq is not None
+    result = CliRunner().invoke(cli, ["runs", "--db", f"sqlite:///{path}"])
+    assert result.exit_code == 1 and f"seq={caught.value.seq}" in result.output
+    assert str(target.event_id) in result.output, result.output
