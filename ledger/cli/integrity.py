@@ -648,8 +648,14 @@ def bundle(run_id: str, db: str, out: Path, key: Path | None) -> None:
         elif key is not None:
             cp = sink.checkpoint(_signer(key))
         else:
+            events_need = max((r.leaf_index for r in rows if r.leaf_index is not None), default=-1)
+            why = (
+                f"size {need}: its events and the erasure records of its tombstones"
+                if need > events_need + 1
+                else f"size {need}"
+            )
             raise StorageError(  # nothing to prove the run against: a refusal (exit 1)
-                f"no stored checkpoint covers run {run_id!r} (it needs size {need}); sign one "
+                f"no stored checkpoint covers run {run_id!r} (it needs {why}); sign one "
                 "with `ledger checkpoint` or pass --key"
             )
         made = make_bundle(run_id, rows, cp, lambda i: sink.inclusion_hashes(i, cp.size), erasures)

@@ -136,3 +136,18 @@ def test_a_record_whose_tombstones_a_later_erasure_replaced_is_refused_clearly(
     assert "Traceback" not in err
     code, err = _bundle(ledger_db, "old-2", key, tmp_path / "c.json")
     assert code == 0, err  # old-2's tombstones are the later record's, which holds
+
+
+def test_a_checkpoint_made_before_an_erasure_is_said_not_to_cover_its_record(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    """A bundle of an erased run carries the erasure record that vouches for its
+    tombstones: a checkpoint signed before the erasure covers the run's events but not
+    the record, and the refusal says so (it said only "it needs size N")."""
+    r, key, _ = _setup(ledger_db, tmp_path)
+    code, _, err = _run("checkpoint", "--db", ledger_db.url, "--key", str(key))
+    assert code == 0, err
+    r.erase(Selection.of_run("old-1"), reason="GDPR", by="dpo")
+    code, _, err = _run("bundle", "old-1", "--db", ledger_db.url, "-o", str(tmp_path / "b.json"))
+    assert code == 1 and "the erasure records of its tombstones" in err, err
+    assert "pass --key" in err and err.count("\n") == 1
