@@ -57,7 +57,9 @@ class RecordTally:
     """What the tombstones naming one erasure record add up to."""
 
     rows: int = 0
-    last_rows: int = 0  # rows whose latest erasure is this record
+    # rows whose bytes as this record wrote them are known: those whose latest erasure
+    # it is, and those a later erasure replaced keeping their digest (erased.earlier)
+    last_rows: int = 0
     first_index: int = -1
     leaves: Any = field(default_factory=hashlib.sha256)
     stones: Any = field(default_factory=hashlib.sha256)
@@ -158,6 +160,9 @@ class ErasedRows:
             if i == len(stone.records) - 1:
                 tally.last_rows += 1
                 tally.stones.update(key + hashlib.sha256(data).digest())
+            elif stone.erasure is not None and (kept := stone.erasure.written_by(record)):
+                tally.last_rows += 1  # replaced later: the digest of what it wrote is kept
+                tally.stones.update(key + bytes.fromhex(kept))
             if len(tally.event_ids) < _MAX_LISTED:
                 tally.event_ids.append(event_id)
             if stone.time is not None and (tally.youngest is None or stone.time > tally.youngest):

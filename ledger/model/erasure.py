@@ -14,7 +14,8 @@ True
 An erasure (``ledger erase``) replaces an event's stored bytes with a *tombstone*: the
 same event with its content fields removed and one more member, ``erased``::
 
-    "erased": {"fields": ["args", "result"],         the fields that were removed
+    "erased": {"earlier": ["<64 hex>"],               (re-erased) the bytes before it
+               "fields": ["args", "result"],         the fields that were removed
                "had_err": false,                      (with err) whether it held one
                "leaf_hash": "<64 hex>",               the event's original leaf hash
                "marked_safe": true,                   (a decision's label or reason)
@@ -39,7 +40,10 @@ verify; ``ledger verify`` takes an erased row's leaf from there and requires an 
 record in the log (an ``action`` of tool :data:`ERASE_TOOL`, whose arguments carry the
 number of rows it erased and two :func:`erasure_digest` values: of their leaf hashes, and
 of the tombstone bytes it wrote) for each tombstone, so a tombstone changed afterwards,
-or one no erasure made, is tampering.
+or one no erasure made, is tampering. A tombstone erased again keeps, in ``earlier``, the
+SHA-256 of the bytes each earlier erasure left (oldest first, one for each of
+``records`` but the last): the bytes that erasure's ``tombstones`` digest covers, which
+an evidence bundle of another run that erasure touched needs once they are gone.
 """
 
 from __future__ import annotations
@@ -125,6 +129,7 @@ class _Erasable(Protocol):
     @property
     def erased(self) -> Erasure | None: ...
     def replace(self, **changes: Any) -> Any: ...
+    def to_json(self) -> str: ...
 
 
 E = TypeVar("E", bound=_Erasable)
@@ -152,6 +157,11 @@ class Erasure:
     marked_safe: bool | None = None
     """Whether a ``gate_decision``'s ``label`` or ``reason`` marked a safe read; set when
     either is erased (None: not known)."""
+    earlier: tuple[str, ...] = ()
+    """SHA-256 (64 hex digits) of the tombstone bytes each earlier erasure of the event
+    left, for the last ``len(earlier)`` of ``records[:-1]``, oldest first: empty for a
+    tombstone one erasure wrote; a tombstone erased again before they were kept holds
+    fewer than ``records[:-1]``."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.fields if f not in ALL_FIELDS]
@@ -175,10 +185,34 @@ class Erasure:
             raise ValidationError(f"erased.records: {self.records!r} must be event ids")
         if not isinstance(self.reason, str) or not self.reason.strip():
             raise ValidationError("erased.reason: an erasure needs a non-empty reason")
+        if len(self.earlier) >= len(self.records) or not all(
+            isinstance(d, str) and len(d) == 64 and not d.strip("0123456789abcdef")
+            for d in self.earlier
+        ):
+            raise ValidationError(
+                f"erased.earlier: {list(self.earlier)!r} must be 64 hex digits for each of "
+                "at most the records but the last"
+            )
+
+    def written_by(self, record: str) -> str | None:
+        """The SHA-256 (hex) of the tombstone bytes ``record`` (one of ``records``) left:
+        None for the last record (its bytes are the stored ones) or one erased again
+        before ``earlier`` was kept.
+
+        >>> e = Erasure(fields=("args",), leaf_hash="ab" * 32, records=("A" * 26, "B" * 26),
+        ...             reason="r", earlier=("cd" * 32,))
+        >>> e.written_by("A" * 26) == "cd" * 32, e.written_by("B" * 26)
+        (True, None)
+        """
+        if record not in self.records[:-1]:
+            return None
+        position = self.records.index(record) - (len(self.records) - 1 - len(self.earlier))
+        return self.earlier[position] if position >= 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON member, its members in sorted order (as RFC 8785 orders them)."""
-        out: dict[str, Any] = {"fields": list(self.fields)}
+        out: dict[str, Any] = {"earlier": list(self.earlier)} if self.earlier else {}
+        out["fields"] = list(self.fields)
         if self.had_err is not None:
             out["had_err"] = self.had_err
         out["leaf_hash"] = self.leaf_hash
@@ -195,8 +229,10 @@ class Erasure:
             raise ValidationError(f"erased: expected an object, got {type(value).__name__}")
         fields, records = value.get("fields"), value.get("records")
         leaf, reason = value.get("leaf_hash"), value.get("reason")
+        earlier = value.get("earlier", [])
         if (
-            not isinstance(fields, list)
+            not isinstance(earlier, list)
+            or not isinstance(fields, list)
             or not isinstance(records, list)
             or not isinstance(leaf, str)
             or not isinstance(reason, str)
@@ -213,11 +249,12 @@ class Erasure:
             reason=reason,
             had_err=value.get("had_err"),
             marked_safe=value.get("marked_safe"),
+            earlier=tuple(earlier),
         )
 
 
 _REQUIRED = frozenset(("fields", "leaf_hash", "records", "reason"))
-_MEMBERS = _REQUIRED | {"had_err", "marked_safe"}
+_MEMBERS = _REQUIRED | {"had_err", "marked_safe", "earlier"}
 
 
 def kept_facts(
@@ -288,6 +325,7 @@ def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str
         )
     before = event.erased
     records: tuple[str, ...] = (record,)
+    earlier: tuple[str, ...] = ()
     if before is not None:
         if before.leaf_hash != leaf_hash:
             raise ValidationError(
@@ -295,6 +333,7 @@ def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str
                 f"not {leaf_hash}; the row was changed outside the ledger"
             )
         records = (*before.records, record)
+        earlier = (*before.earlier, hashlib.sha256(event.to_json().encode()).hexdigest())
     held = {f for f in wanted if getattr(event, f) != _EMPTY[f]}  # what it still holds
     gone = held | (set(before.fields) if before is not None else set())
     ordered = tuple(f for f in ALL_FIELDS if f in gone)
@@ -313,6 +352,7 @@ def erase_fields(event: E, *, fields: Iterable[str], leaf_hash: str, record: str
         reason=reason,
         had_err=had_err,
         marked_safe=marked,
+        earlier=earlier,
     )
     erased: E = event.replace(**{f: _EMPTY[f] for f in ordered}, erased=erasure)
     return erased
@@ -327,6 +367,7 @@ class Tombstone:
     fields: tuple[str, ...]
     time: datetime | None = None  # the erased event's time (None: not readable)
     run_id: str = ""  # the erased event's run
+    erasure: Erasure | None = None  # the whole member (what else it keeps)
 
 
 def tombstone_of(data: bytes) -> Tombstone | None:
@@ -350,6 +391,7 @@ def tombstone_of(data: bytes) -> Tombstone | None:
         fields=erasure.fields,
         time=_time_or_none(obj.get("time")),
         run_id=obj["run_id"] if type(obj.get("run_id")) is str else "",
+        erasure=erasure,
     )
 
 
@@ -582,6 +624,8 @@ def erase_stored(
         reason=reason,
         had_err=had_err,
         marked_safe=marked,
+        # the bytes the earlier erasure left, which its tombstones digest covers
+        earlier=() if prior is None else (*prior.earlier, hashlib.sha256(data).hexdigest()),
     ).to_dict()
     out = {k: v for k, v in obj.items() if k not in wanted}
     out["erased"] = member

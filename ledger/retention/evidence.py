@@ -11,10 +11,12 @@ every tombstone it wrote), and ``(leaf index, SHA-256 of the bytes)`` of every
 tombstone it last wrote, found by the record's selection (its run, its date, its event
 ids), so that ``ledger verify-bundle`` recomputes the digest offline.
 
-A record some of whose tombstones a later erasure replaced cannot vouch for its other
-tombstones offline (the bytes it wrote are gone, so its digest cannot be recomputed):
-such a run is refused with :class:`~ledger.errors.IntegrityError` saying so (``ledger
-verify`` still checks it in the database).
+A record some of whose tombstones a later erasure replaced vouches for them by the
+digests the replacing tombstones keep of the bytes it wrote (``erased.earlier``). One
+replaced before tombstones kept them cannot vouch for its other tombstones offline
+(the bytes it wrote are gone, so its digest cannot be recomputed): such a run is
+refused with :class:`~ledger.errors.IntegrityError` saying so (``ledger verify`` still
+checks it in the database).
 """
 
 from __future__ import annotations
@@ -116,12 +118,19 @@ def _written(
             stone = tombstone_of(data) if _MARK in data else None
             if stone is None or record_id not in stone.records:
                 continue
-            if stone.records[-1] != record_id:
+            if stone.records[-1] == record_id:
+                out.append((int(index), hashlib.sha256(data).digest()))
+                continue
+            # a later erasure replaced it: the tombstone keeps the digest of the bytes
+            # this record wrote (erased.earlier), which its own digest covers
+            kept = None if stone.erasure is None else stone.erasure.written_by(record_id)
+            if kept is None:
                 raise IntegrityError(
                     f"erasure record {record_id} cannot vouch for its tombstones offline: "
                     f"a later erasure ({stone.records[-1]}) replaced some of them (event "
-                    f"{event_id}), so the bytes it wrote are gone. `ledger verify` checks "
-                    "this ledger in the database"
+                    f"{event_id}) before tombstones kept the digest of the bytes they "
+                    "replace, so the bytes it wrote are gone. `ledger verify` checks this "
+                    "ledger in the database"
                 )
-            out.append((int(index), hashlib.sha256(data).digest()))
+            out.append((int(index), bytes.fromhex(kept)))
     return out

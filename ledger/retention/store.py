@@ -1618,8 +1618,9 @@ class Retention:
         """Refuse when the tombstones erasure record ``record_id`` wrote (the rows of its
         selection whose latest erasure it is) are not the bytes its ``tombstones``
         digest vouches for, as ``ledger verify`` checks them: one changed by SQL. Read
-        before any of them is rewritten; skipped, as by verify, when a later erasure
-        already rewrote some of its rows."""
+        before any of them is rewritten. A row a later erasure rewrote counts by the
+        digest its tombstone keeps of the bytes this record wrote (``erased.earlier``);
+        skipped, as by verify, when one was rewritten before tombstones kept it."""
         record = next(
             (r for i, t, r in logged if i == record_id and t == ERASE_TOOL and isinstance(r, dict)),
             None,
@@ -1642,9 +1643,14 @@ class Retention:
                 if stone is None or record_id not in stone.records:
                     continue
                 rows += 1
-                if stone.records[-1] == record_id and isinstance(index, int):
+                if not isinstance(index, int):
+                    continue
+                if stone.records[-1] == record_id:
                     last += 1
                     stones.update(index.to_bytes(8, "big") + hashlib.sha256(data).digest())
+                elif stone.erasure is not None and (kept := stone.erasure.written_by(record_id)):
+                    last += 1  # replaced later, keeping the digest of the bytes it wrote
+                    stones.update(index.to_bytes(8, "big") + bytes.fromhex(kept))
         if rows == last and stones.hexdigest() != record.get("tombstones"):
             raise refuse(
                 f"the tombstones of erasure record {record_id} are not the bytes it wrote: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -162,9 +163,12 @@ def test_field_erasure_keeps_the_other_fields_and_merges_later_erasures() -> Non
     assert first.args is None and first.reason == "policy ok" and first.refs == ev.refs
     later = "01JDX0S1ZQ9T4W8M3V6K2N7B5D"
     second = erase_fields(first, fields=["refs"], leaf_hash="cd" * 32, record=later, reason="two")
+    first_bytes = hashlib.sha256(first.to_json().encode()).hexdigest()
     assert second.erased == Erasure(
-        fields=("refs", "args"), leaf_hash="cd" * 32, records=(RECORD, later), reason="two"
-    )
+        fields=("refs", "args"), leaf_hash="cd" * 32, records=(RECORD, later), reason="two",
+        earlier=(first_bytes,),  # the bytes the first erasure left, which its digest covers
+    )  # fmt: skip
+    assert second.erased is not None and second.erased.written_by(RECORD) == first_bytes
     with pytest.raises(ValidationError, match="changed outside"):
         erase_fields(first, fields=["refs"], leaf_hash="ee" * 32, record=later, reason="x")
 
