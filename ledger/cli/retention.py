@@ -43,7 +43,7 @@ from ledger.cli.common import (
     stdout,
     url_or_db,
 )
-from ledger.errors import LedgerError, ValidationError
+from ledger.errors import LedgerError, RetentionError, ValidationError
 from ledger.model.shown import one_line
 
 __all__ = ["register"]
@@ -494,8 +494,9 @@ def erase(
         if expired:
             state = r.policy()
             if state is None:
-                raise ValidationError(
-                    "--expired: no retention policy is set; set one with `ledger retention set`"
+                raise RetentionError(  # a refused request, as every erasure without one
+                    "--expired: no retention policy is set, so nothing is expired: set one "
+                    "with `ledger retention set --keep 400d --floor 180d`; nothing was changed"
                 )
             before = state.policy.expired_before(utc_now())
         if run_id is not None:

@@ -32,6 +32,9 @@ def test_policy_hold_erase_verify_from_the_command_line(tmp_path: Path) -> None:
     db = _ledger(tmp_path)
     code, _, err = _run("erase", "--db", db, "--run", "old-1", "--reason", "gdpr")
     assert code == 1 and "no retention policy" in err and err.count("\n") == 1
+    for selected in (["--expired"], ["--expired", "--dry-run"]):  # refused as alike
+        code, _, err = _run("erase", "--db", db, *selected, "--reason", "gdpr")
+        assert code == 1 and "no retention policy" in err and "nothing was changed" in err
     code, out, _ = _run("retention", "set", "--db", db, "--keep", "400d", "--floor", "180d",
                         "--reason", "policy v1", "--by", "dpo")  # fmt: skip
     assert code == 0 and "keep 400d, floor 180d" in out
