@@ -63,6 +63,7 @@ from ledger.retention.rules import (
     Hold,
     Policy,
     change_kind,
+    parse_date,
     reason_or_default,
     refuse,
     require_reason,
@@ -229,8 +230,16 @@ class Selection:
         return cls(run_id=run_id)
 
     @classmethod
-    def older_than(cls, before: datetime) -> Selection:
-        """Every event with a time before ``before`` (outside retention runs)."""
+    def older_than(cls, before: datetime | str) -> Selection:
+        """Every event with a time before ``before`` (outside retention runs): an aware
+        datetime, or text as ``ledger erase --before`` takes it (``2026-01-31``, midnight
+        UTC, or an RFC 3339 time; :func:`parse_date`).
+
+        >>> Selection.older_than("2025-01-01").describe()
+        'events before 2025-01-01T00:00:00Z'
+        """
+        if isinstance(before, str):
+            before = parse_date(before, what="before")
         return cls(before=before)
 
     @classmethod

@@ -344,3 +344,20 @@ def test_why_and_the_report_show_erased_parts_as_erased(ledger_db: Ledger) -> No
     assert [d.reason for d in denied if d.run_id == "old-1"] == [
         "[erased: GDPR Art. 17 request 42]"
     ]
+
+
+def test_older_than_takes_a_date_as_the_command_does() -> None:
+    """``Selection.older_than("2025-01-01")`` reads the date as ``--before`` does; a
+    malformed one is refused, naming what to give."""
+    from datetime import UTC, datetime
+
+    from ledger.errors import ValidationError
+
+    assert Selection.older_than("2025-01-01").before == datetime(2025, 1, 1, tzinfo=UTC)
+    assert Selection.older_than("2025-01-01T08:00:00+02:00").before == datetime(
+        2025, 1, 1, 6, tzinfo=UTC
+    )
+    with pytest.raises(ValidationError, match="not a calendar date"):
+        Selection.older_than("2025-13-01")
+    with pytest.raises(ValidationError, match="RFC 3339"):
+        Selection.older_than("last tuesday")
