@@ -52,6 +52,23 @@ def _verifies(data: bytes, vkey: Path) -> bool:
     return True
 
 
+def _bundled(db: Ledger, run: str, key: Path, vkey: Path, tmp_path: Path) -> bytes:
+    """The bytes of ``run``'s bundle, which must verify."""
+    out = tmp_path / f"{run}.json"
+    code, err = _bundle(db, run, key, out)
+    assert code == 0, err
+    data = out.read_bytes()
+    assert _verifies(data, vkey)
+    return data
+
+
+def _no_changed_byte_verifies(data: bytes, vkey: Path, samples: int = 400) -> None:
+    for position in range(0, len(data), max(1, len(data) // samples)):
+        changed = bytearray(data)
+        changed[position] ^= 0x01
+        assert not _verifies(bytes(changed), vkey), f"byte {position} changed and still verified"
+
+
 def test_a_bundle_of_an_erased_run_verifies_and_any_changed_byte_fails(
     ledger_db: Ledger, tmp_path: Path
 ) -> None:
@@ -67,10 +84,7 @@ def test_a_bundle_of_an_erased_run_verifies_and_any_changed_byte_fails(
     assert json.loads(text)["erased"] == 7
     data = out.read_bytes()
     assert b"alice" not in data and b'"erasures"' in data
-    for position in range(0, len(data), max(1, len(data) // 400)):
-        changed = bytearray(data)
-        changed[position] ^= 0x01
-        assert not _verifies(bytes(changed), vkey), f"byte {position} changed and still verified"
+    _no_changed_byte_verifies(data, vkey)
 
 
 def test_a_changed_kept_field_of_a_tombstone_fails(ledger_db: Ledger, tmp_path: Path) -> None:
@@ -99,11 +113,7 @@ def test_field_erasure_and_an_erasure_by_date_spanning_runs(
     r.erase(Selection.of_run("old-1"), reason="minimise", fields=["args", "result"])
     r.erase(Selection.older_than(OLD + timedelta(days=2)), reason="expired")  # both runs
     for run in ("old-1", "old-2"):
-        out = tmp_path / f"{run}.json"
-        code, err = _bundle(ledger_db, run, key, out)
-        assert code == 0, err
-        data = out.read_bytes()
-        assert _verifies(data, vkey)
+        data = _bundled(ledger_db, run, key, vkey, tmp_path)
         erasures = json.loads(data)["erasures"]
         assert len(erasures) == 1 and len(erasures[0]["others"]) == 7  # the other run's rows
         obj = json.loads(data)
@@ -140,15 +150,7 @@ def test_a_run_whose_erasure_record_later_erasures_partly_replaced_bundles_and_v
         r.erase(Selection.of_run("old-2"), reason="results", fields=["result"])
     r.erase(Selection.of_run("old-2"), reason="gdpr")  # replaces half of the first's rows
     for run in ("old-1", "old-2"):
-        out = tmp_path / f"{run}.json"
-        code, err = _bundle(ledger_db, run, key, out)
-        assert code == 0, err
-        data = out.read_bytes()
-        assert _verifies(data, vkey)
-        for position in range(0, len(data), max(1, len(data) // 200)):
-            changed = bytearray(data)
-            changed[position] ^= 0x01
-            assert not _verifies(bytes(changed), vkey), f"byte {position} of {run} changed"
+        _no_changed_byte_verifies(_bundled(ledger_db, run, key, vkey, tmp_path), vkey, 200)
     obj = json.loads((tmp_path / "old-1.json").read_bytes())
     (entry,) = obj["erasures"]
     old_2 = {
