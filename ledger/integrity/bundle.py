@@ -179,12 +179,14 @@ def make_bundle(
         _bundled(row, checkpoint, proof_for)
         for row in sorted(rows, key=lambda r: r.leaf_index if r.leaf_index is not None else -1)
     )
-    mine = {e.leaf_index for e in events}
-    needed = {
-        stone.records[-1]
+    # each bundled tombstone stands for its latest record: what that record wrote
+    # elsewhere (other runs, or rows of this run a later erasure replaced) is "others"
+    last_of = {
+        e.leaf_index: stone.records[-1]
         for e in events
         if (stone := tombstone_of(e.data.encode("utf-8"))) is not None
     }
+    needed = set(last_of.values())
     given: dict[str, BundleErasure] = {}
     for evidence in erasures:
         record = _bundled(evidence.record, checkpoint, proof_for)
@@ -193,7 +195,7 @@ def make_bundle(
         others = tuple(
             (index, digest.hex())
             for index, digest in sorted(evidence.tombstones)
-            if index not in mine
+            if last_of.get(index) != evidence.record.event_id
         )
         given[evidence.record.event_id] = BundleErasure(record=record, others=others)
     missing = sorted(needed - set(given))

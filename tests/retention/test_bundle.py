@@ -233,3 +233,23 @@ def test_a_changed_tombstone_of_a_partly_replaced_record_is_reported(
     assert any("not the bytes it wrote" in f.message for f in result.findings), result.findings
     with pytest.raises(RetentionError, match="not the bytes it wrote"):
         r.erase(Selection.of_run("old-1"), reason="gdpr 2")
+
+
+def test_a_run_whose_own_tombstones_a_later_erasure_partly_replaced_bundles(
+    ledger_db: Ledger, tmp_path: Path
+) -> None:
+    """A field erasure of a run, then one of its events erased whole: the first
+    record's digest covers that event's first tombstone too, which the bundle now
+    carries among ``others`` (the digest the replacing tombstone keeps). It was left
+    out as a row of the run itself, and the bundle of an intact ledger failed to verify."""
+    r, key, vkey = _setup(ledger_db, tmp_path)
+    r.erase(Selection.of_run("old-1"), reason="minimise", fields=["args"])
+    sink = ledger_db.open()
+    first = next(str(e.event_id) for e in sink.events(run_id="old-1") if e.kind == "action")
+    r.erase(Selection.of_events([first]), reason="gdpr")
+    data = _bundled(ledger_db, "old-1", key, vkey, tmp_path)
+    entries = {
+        json.loads(e["record"]["data"])["args"]["reason"]: e for e in json.loads(data)["erasures"]
+    }
+    assert len(entries["minimise"]["others"]) == 1 and entries["gdpr"]["others"] == []
+    _no_changed_byte_verifies(data, vkey, 200)
