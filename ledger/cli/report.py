@@ -8,8 +8,6 @@ a content hash mismatched), for use in scheduled jobs.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +32,7 @@ from ledger.model.shown import inert_json, one_line
 from ledger.report import ComplianceReport, build_report
 from ledger.report.listing import LISTINGS, MAX_LISTED
 from ledger.report.model import run_outcome
+from ledger.report.render import csv_records
 from ledger.timefmt import format_time_us
 
 __all__ = ["print_summary", "register", "report"]
@@ -277,8 +276,8 @@ def _render(r: ComplianceReport, fmt: str) -> str:
     """The report as ``json``, ``csv`` or ``html`` text."""
     if fmt == "csv":
         return r.to_csv()
-    if fmt == "nl":
-        rows = csv.DictReader(io.StringIO(r.to_csv()))
+    if fmt == "nl":  # the CSV's rows, their recorded text exact (JSON escapes it)
+        rows = csv_records(r)
         return "".join(inert_json(json.dumps(row, ensure_ascii=False)) + "\n" for row in rows)
     if fmt == "html":
         return r.to_html()

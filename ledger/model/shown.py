@@ -58,6 +58,9 @@ def inert_json(text: str) -> str:
     would escape written as a ``\\uXXXX`` escape: the same JSON value, read back by any
     parser, but no control character, line separator or bidirectional override reaches
     a terminal raw. Those characters can only stand inside the JSON text's strings.
+    (A lone surrogate, which is no text and which no stored event holds, is written as
+    its escape too; two of them side by side read back as the one character they pair
+    into.)
 
     >>> inert_json('{"reason": "a\\u202eb\\x9b"}')
     '{"reason": "a\\\\u202eb\\\\u009b"}'

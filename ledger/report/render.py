@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from html import escape
 from typing import Any, Protocol
@@ -35,7 +35,7 @@ from ledger.report.model import (
 from ledger.sinks.base import RunSummary
 from ledger.timefmt import format_time
 
-__all__ = ["ReportView", "render_csv", "render_html", "render_svg"]
+__all__ = ["CSV_COLUMNS", "ReportView", "csv_records", "render_csv", "render_html", "render_svg"]
 
 
 class ReportView(Protocol):
@@ -92,14 +92,26 @@ class ReportView(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+CSV_COLUMNS = ("section", "run_id", "call_id", "tool", "time", "count", "detail")
+"""The columns of :func:`render_csv`, and the keys of :func:`csv_records`."""
+
+
 def render_csv(r: ReportView) -> str:
     """One long table: ``section,run_id,call_id,tool,time,count,detail``."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["section", "run_id", "call_id", "tool", "time", "count", "detail"])
+    w.writerow(CSV_COLUMNS)
     for row in _csv_rows(r):  # recorded text on one line, inert (as every text output)
         w.writerow([one_line(c) if isinstance(c, str) else c for c in row])
     return out.getvalue()
+
+
+def csv_records(r: ReportView) -> Iterator[dict[str, str]]:
+    """The rows of :func:`render_csv` as text keyed by :data:`CSV_COLUMNS`, recorded
+    text as recorded (the CSV shows it on one line; a JSON form of these rows, as
+    ``ledger report --nl`` writes, reads back exactly what was recorded)."""
+    for row in _csv_rows(r):
+        yield dict(zip(CSV_COLUMNS, ("" if c is None else str(c) for c in row), strict=True))
 
 
 _CSS = """

@@ -103,6 +103,10 @@ def test_every_format_writes_the_same_inert_bytes_to_a_pipe_a_file_and_a_termina
 def test_json_reads_back_exactly_what_was_recorded(ledger_dir: Path) -> None:
     report = json.loads(run_cli("report", "--format", "json", cwd=ledger_dir).stdout)
     assert [d["reason"] for d in report["denials"]] == [REASON]
+    rows = [
+        json.loads(line) for line in run_cli("report", "--nl", cwd=ledger_dir).stdout.splitlines()
+    ]
+    assert [r["detail"] for r in rows if r["section"] == "denial"] == [REASON]  # not one_line'd
     (action,) = [
         e for e in json.loads(run_cli("events", "--json", cwd=ledger_dir).stdout)
         if e["kind"] == "action"
