@@ -21,9 +21,9 @@ Any other change may carry a signature too (it is then shown as signed by its si
 but only one that a key of the policy before or after it made (:func:`false_signature`):
 a change showing a signature no policy key made claims an approval nobody gave.
 
->>> false_signature({"floor": "200d", "signature": None}, (), ())
+>>> false_signature({"after": None, "floor": "200d", "signature": None}, (), ())
 False
->>> false_signature({"floor": "200d", "signature": {"name": "dpo"}}, (), ())
+>>> false_signature({"after": None, "floor": "200d", "signature": {"name": "dpo"}}, (), ())
 True
 """
 
@@ -85,8 +85,16 @@ def false_signature(record: Mapping[str, Any], before: Sequence[str], after: Seq
     member but null, which the ledger writes for an unsigned change) that no key of the
     policy ``before`` it or ``after`` it (its own ``keys``) made: what ``retention show``
     and the report would show as "signed by" would be false. The ledger never writes
-    such a change."""
-    if record.get("signature") is None:
+    such a change. One written before policy changes named the record they replace
+    (``after``) is not held to it: the builds that wrote those did not check who signed
+    a change that needed no signature.
+
+    >>> false_signature({"after": None, "signature": {"name": "x"}}, (), ())
+    True
+    >>> false_signature({"origin": "log-a", "signature": {"name": "x"}}, (), ())
+    False
+    """
+    if record.get("signature") is None or "after" not in record:
         return False
     return not signed_by(record, (*before, *after))
 

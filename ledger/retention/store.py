@@ -1072,7 +1072,10 @@ class Retention:
             "key_id": f"{signer.key_id:08x}",
             "signature": b64encode(signer.sign(message)),
         }
-        if not signed_by({**body, "signature": signature}, known):
+        # a lowering stands only signed by a key of the policy before it (as the log is
+        # replayed); any other change by a key of the policy before or after it
+        verifying = list(current.policy.keys) if kind == "lower" and current else known
+        if not signed_by({**body, "signature": signature}, verifying):
             raise refuse(
                 f"the key {signer.name}+{signer.key_id:08x} has the name and key id of a "
                 "policy key but is not that key (its signature does not verify with the "

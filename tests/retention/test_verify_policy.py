@@ -194,10 +194,19 @@ def test_an_erasure_after_the_hold_was_released_verifies(ledger_db: Ledger) -> N
 
 
 def forge_policy(
-    sink: Any, *, version: int, floor: str, keys: list[str], at: datetime, signer: Any = None
+    sink: Any,
+    *,
+    version: int,
+    floor: str,
+    keys: list[str],
+    at: datetime,
+    signer: Any = None,
+    bound: bool = False,
 ) -> str:
     """Append a policy change record to the log as the ledger writes one, bypassing the
-    API's check (a forger with write access); signed by ``signer`` when given."""
+    API's check (a forger with write access); signed by ``signer`` when given. With
+    ``bound`` it names the policy record it replaces (``after``), as changes written
+    since that member exists do; else it reads as one written before."""
     from ledger.canonical import canonical_bytes
     from ledger.integrity._keytext import b64encode
     from ledger.model.erasure import POLICY_TOOL
@@ -215,6 +224,9 @@ def forge_policy(
         "by": "someone",
         "reason": "forged",
     }
+    if bound:
+        state = Retention(sink).policy()
+        body["after"] = None if state is None else state.record_id
     signature = None
     if signer is not None:
         signed = signer.sign(canonical_bytes(body, "rfc8785"))
@@ -322,7 +334,7 @@ def test_a_raise_showing_a_signature_no_policy_key_made_is_reported(ledger_db: L
     r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy")
     assert verify_ledger(sink, None).ok
     forged = forge_policy(sink, version=2, floor="200d", keys=[dpo_public], at=NOW,
-                          signer=Signer.from_key(evil))  # fmt: skip
+                          signer=Signer.from_key(evil), bound=True)  # fmt: skip
     messages = forbidden(verify_ledger(sink, None))
     assert any(
         forged in m and "intruder.example/policy+" in m and "no key of the policy" in m
@@ -351,3 +363,27 @@ def test_a_raise_signed_by_a_policy_key_verifies(ledger_db: Ledger) -> None:
     result = verify_ledger(sink, None)
     assert result.ok, result.findings
     assert r.tables_changed() == ""
+
+
+def test_a_raise_signed_by_any_key_before_policy_changes_were_bound_stands(
+    ledger_db: Ledger,
+) -> None:
+    """Builds before a change named the record it replaces (``after``) did not check
+    who signed a change that needed no signature: such a record (a raise signed by a
+    key nobody registered) is not held to the rule, so a ledger they wrote is neither
+    refused for good nor reported."""
+    from ledger.integrity import generate_key
+    from ledger.integrity.note import Signer
+
+    sink = ledger_db.open()
+    sink.record_many(run_events("old", OLD))
+    _, dpo_public = generate_key("dpo.example/policy")
+    other, _ = generate_key("someone.example/policy")
+    r = Retention(sink, clock=lambda: NOW)
+    r.set_policy(keep="400d", floor="180d", keys=[dpo_public], reason="policy")
+    forge_policy(
+        sink, version=2, floor="200d", keys=[dpo_public], at=NOW, signer=Signer.from_key(other)
+    )  # fmt: skip  (no "after": written before)
+    assert not [m for m in forbidden(verify_ledger(sink, None)) if "signature" in m]
+    # (the forger wrote no table row, which is refused; the signature is not)
+    assert "signature that no key" not in r.tables_changed()
