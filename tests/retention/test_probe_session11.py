@@ -478,9 +478,7 @@ def test_the_report_shows_an_erased_policy_approval_and_evidence_as_erased(
               verdict="allowed", args={"p": 2}),  # cited nothing, decided by no policy
         Event(kind="tool_result", run_id="q1", call_id="x", tool="write", time=t, result="2"),
     ])  # fmt: skip
-    before = [
-        a for a in build_report(sink).to_dict()["approved_actions"] if a["call_id"] == "w"
-    ]
+    before = [a for a in build_report(sink).to_dict()["approved_actions"] if a["call_id"] == "w"]
     assert before[0]["evidence"] == ["memory:m-alice"] and before[0]["policy"] == "policy-7"
     retention = Retention(sink)
     retention.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
