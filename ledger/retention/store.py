@@ -1101,12 +1101,18 @@ class Retention:
         self,
         *,
         run_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         reason: str,
         by: str | None = None,
     ) -> Hold:
-        """Place a legal hold on a run or a time range; recorded in the log."""
+        """Place a legal hold on a run or a time range ``[since, until)``; recorded in
+        the log. ``since`` and ``until`` are aware datetimes or text as ``ledger hold
+        add`` takes a date (``2026-01-31``, midnight UTC, or an RFC 3339 time)."""
+        if isinstance(since, str):
+            since = parse_date(since, what="since")
+        if isinstance(until, str):
+            until = parse_date(until, what="until")
         why = require_reason(reason)
         who = _actor(by)
         run = RetentionRun()

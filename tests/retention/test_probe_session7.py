@@ -153,12 +153,23 @@ def test_chain_shows_erased_evidence_as_erased(ledger_db: Ledger) -> None:
     assert "evidence: [erased: refs gone]" in out, out
 
 
-def test_selection_input_is_validated_like_holds() -> None:
+def test_selection_input_is_validated_like_holds(sqlite_ledger: Ledger) -> None:
+    """A naive datetime or malformed text is refused by both; a date as text is read
+    as the commands read it, by both (as the readers take their windows)."""
     with pytest.raises(LedgerError):
         Selection.older_than(datetime(2025, 1, 1))  # naive on purpose
-    bad: Any = "2025-01-01"
+    bad: Any = "2025-13-01"
     with pytest.raises(LedgerError):
         Selection.older_than(bad)
+    assert Selection.older_than("2025-01-01").before == datetime(2025, 1, 1, tzinfo=UTC)
+    r = Retention(sqlite_ledger.open())
+    with pytest.raises(LedgerError):
+        r.add_hold(since=datetime(2025, 1, 1), reason="naive")
+    with pytest.raises(LedgerError):
+        r.add_hold(since=bad, reason="malformed")
+    hold = r.add_hold(since="2025-01-01", until="2025-02-01T00:00:00+01:00", reason="audit")
+    assert hold.since == datetime(2025, 1, 1, tzinfo=UTC)
+    assert hold.until == datetime(2025, 1, 31, 23, tzinfo=UTC)
 
 
 def test_viewer_run_page_shows_erased_reason_and_evidence_as_erased(
