@@ -535,7 +535,9 @@ def erase(
         click.echo(f"nothing to erase in {what} ({outcome.already} already erased)")
     else:
         click.echo(
-            f"erased {outcome.erased} event(s) of {what}; erasure record {outcome.record_id}"
+            f"erased {outcome.erased} event(s) of {what}"
+            + (f" ({outcome.already} already erased)" if outcome.already else "")
+            + f"; erasure record {outcome.record_id}"
         )
 
 

@@ -28,7 +28,7 @@ from ledger.integrity.verify import Finding, FindingKind, VerifyResult
 from ledger.model.shown import one_line
 from ledger.retention.rules import Hold
 from ledger.retention.store import ErasureRecord, PolicyState, Retention, TablesChanged
-from ledger.timefmt import format_time
+from ledger.timefmt import format_time_us
 
 __all__ = ["RetentionSection", "retention_section", "with_retention_tables"]
 
@@ -77,7 +77,7 @@ class RetentionSection:
             out = [
                 *warning,
                 f"retention policy: none in force in the window; v{c.version} was set after "
-                f"it, {format_time(c.set_at)} by {c.set_by}: keep {p['keep']}, floor "
+                f"it, {format_time_us(c.set_at)} by {c.set_by}: keep {p['keep']}, floor "
                 f"{p['floor']} ({c.reason})",
             ]
         elif self.policy is None:
@@ -87,11 +87,11 @@ class RetentionSection:
             out = [
                 *warning,
                 f"retention policy: keep {p['keep']}, floor {p['floor']} (version "
-                f"{self.policy.version}, set {format_time(self.policy.set_at)} by "
+                f"{self.policy.version}, set {format_time_us(self.policy.set_at)} by "
                 f"{self.policy.set_by}: {self.policy.reason})",
             ]
         out += [
-            f"policy change v{c.version} {format_time(c.set_at)} by {c.set_by}: keep "
+            f"policy change v{c.version} {format_time_us(c.set_at)} by {c.set_by}: keep "
             f"{c.policy.to_dict()['keep']}, floor {c.policy.to_dict()['floor']}"
             f"{', signed by ' + c.signed_by if c.signed_by else ''}: {c.reason}"
             for c in self.changes
@@ -102,7 +102,7 @@ class RetentionSection:
             for h in self.holds
         ] or ["no legal hold"]
         out += [
-            f"erasure {e.record_id} {format_time(e.at)} by {e.by}: {_selection(e.selection)}, "
+            f"erasure {e.record_id} {format_time_us(e.at)} by {e.by}: {_selection(e.selection)}, "
             f"{e.events} event(s), fields {', '.join(e.fields)}: {e.reason}"
             for e in self.erasures
         ] or ["no erasure in the window"]
@@ -114,7 +114,7 @@ class RetentionSection:
             c = self.current
             policy = (
                 f"<p>No retention policy was in force in the window; version {c.version} was "
-                f"set after it, {escape(format_time(c.set_at))} by {escape(c.set_by)}: keep "
+                f"set after it, {escape(format_time_us(c.set_at))} by {escape(c.set_by)}: keep "
                 f"{escape(str(c.policy.to_dict()['keep']))}, floor "
                 f"{escape(str(c.policy.to_dict()['floor']))} ({escape(c.reason)}).</p>"
             )
@@ -124,11 +124,11 @@ class RetentionSection:
             p = self.policy.policy.to_dict()
             policy = (
                 f"<p>Keep {escape(str(p['keep']))}, floor {escape(str(p['floor']))} (version "
-                f"{self.policy.version}, set {escape(format_time(self.policy.set_at))} by "
+                f"{self.policy.version}, set {escape(format_time_us(self.policy.set_at))} by "
                 f"{escape(self.policy.set_by)}: {escape(self.policy.reason)}).</p>"
             )
         changes = "".join(
-            f"<li>v{c.version} {escape(format_time(c.set_at))} by {escape(c.set_by)}: keep "
+            f"<li>v{c.version} {escape(format_time_us(c.set_at))} by {escape(c.set_by)}: keep "
             f"{escape(str(c.policy.to_dict()['keep']))}, floor "
             f"{escape(str(c.policy.to_dict()['floor']))}"
             f"{', signed by ' + escape(c.signed_by) if c.signed_by else ''}: "
@@ -141,7 +141,7 @@ class RetentionSection:
             for h in self.holds
         )
         erasures = "".join(
-            f"<tr><td>{escape(format_time(e.at))}</td><td>{escape(e.by)}</td>"
+            f"<tr><td>{escape(format_time_us(e.at))}</td><td>{escape(e.by)}</td>"
             f"<td>{escape(_selection(e.selection))}</td><td>{escape(', '.join(e.fields))}</td>"
             f"<td>{e.events}</td><td>{escape(e.reason)}</td><td><code>{escape(e.record_id)}"
             f"</code></td></tr>"
@@ -172,7 +172,7 @@ class RetentionSection:
 
 
 def _t(value: datetime | None) -> str:
-    return "" if value is None else format_time(value)
+    return "" if value is None else format_time_us(value)
 
 
 def _selection(selection: dict[str, Any]) -> str:

@@ -1045,7 +1045,8 @@ class Retention:
             if signer is None:
                 raise refuse(
                     "lowering the retention floor (or changing the policy keys) needs a "
-                    "signature: give --key with the signer key of one of the policy keys"
+                    "signature: give --key with the signer key of one of the policy keys "
+                    "(in the library, signer=Signer.from_key(...))"
                 )
             trusted = {(v.name, v.key_id) for v in map(Verifier.from_key, keys)}
             if (signer.name, signer.key_id) not in trusted:

@@ -217,3 +217,26 @@ def test_review_cases_dropped_tables_spaced_minutes_no_url_garbage_fields(
     conn.close()
     code, out, _ = _run("verify", "--db", db, "--json")
     assert code == 1 and "retention-tables" in {f["kind"] for f in json.loads(out)["findings"]}
+
+
+def test_an_erasure_says_what_it_met_already_erased_and_report_times_are_one_width(
+    tmp_path: Path,
+) -> None:
+    """The real run says "(N already erased)" as its dry run does; the report's
+    retention lines give every time with six fractional digits, as the rest of the
+    report, so CSV time cells line up and sort as text."""
+    import re
+
+    db = _ledger(tmp_path)
+    _run("retention", "set", "--db", db, "--keep", "400d", "--floor", "180d")
+    code, _, err = _run("erase", "--db", db, "--run", "old-1", "--reason", "gdpr")
+    assert code == 0, err
+    code, out, err = _run("erase", "--db", db, "--before", "2026-01-01", "--reason", "expired")
+    assert code == 0, err
+    assert re.search(r"erased \d+ event\(s\) of events before .* \(7 already erased\); ", out), out
+    code, out, _ = _run("report", "--db", db, "--csv")
+    lines = [line for line in out.splitlines() if line.startswith("retention,")]
+    # (an erasure's selection, "events before <time>", is shown as recorded)
+    stamp = r"(?<!before )\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
+    times = re.findall(stamp, "\n".join(lines))
+    assert len(times) >= 3 and all(re.fullmatch(r".*\.\d{6}Z", t) for t in times), lines

@@ -83,7 +83,8 @@ def test_setting_the_same_policy_again_says_nothing_was_recorded(tmp_path: Path)
     [
         ({"run_id": 5}, "run id must be text"),
         ({"run_id": ["r0"]}, "run id must be text"),
-        ({"since": "2025-01-01"}, "since must be a datetime with a time zone"),
+        ({"since": 20250101}, "since must be a datetime with a time zone"),
+        ({"since": "2025-13-01"}, "not a calendar date"),  # text is read as a date
         ({"until": datetime(2025, 1, 1)}, "until must be a datetime with a time zone"),
     ],
 )
