@@ -133,3 +133,12 @@ def test_inert_json_is_the_same_json_value() -> None:
         shown = inert_json(text)
         assert json.loads(shown) == value
         assert shown.isprintable() or set(shown) - set(shown.replace("\n", "")) == {"\n"}
+
+
+def test_inert_json_escapes_exactly_what_one_line_escapes() -> None:
+    """The fast scan's class of characters is :func:`one_line`'s rule, but the line
+    break a JSON text's layout holds: every code point checked."""
+    for code in [*range(0x10000), 0x1F600, 0xE0001, 0x10FFFF]:
+        c = chr(code)
+        expected = c if c == "\n" or one_line(c) == c else f"\\u{code:04x}"
+        assert inert_json(c) == expected, hex(code)
