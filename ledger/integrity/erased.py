@@ -149,7 +149,7 @@ class ErasedRows:
                                   "retention records are the proof of what was erased and "
                                   "the ledger never erases them, so it was erased outside "
                                   "it", index))  # fmt: skip
-        for i, record in enumerate(stone.records):
+        for record in stone.records:
             tally = self.records.get(record)
             if tally is None:
                 tally = self.records[record] = RecordTally()
@@ -157,12 +157,10 @@ class ErasedRows:
             if tally.first_index < 0:
                 tally.first_index = index
             tally.leaves.update(key + stone.leaf_hash)
-            if i == len(stone.records) - 1:
+            written = stone.written_digest(record, data)
+            if written is not None:
                 tally.last_rows += 1
-                tally.stones.update(key + hashlib.sha256(data).digest())
-            elif stone.erasure is not None and (kept := stone.erasure.written_by(record)):
-                tally.last_rows += 1  # replaced later: the digest of what it wrote is kept
-                tally.stones.update(key + bytes.fromhex(kept))
+                tally.stones.update(key + written)
             if len(tally.event_ids) < _MAX_LISTED:
                 tally.event_ids.append(event_id)
             if stone.time is not None and (tally.youngest is None or stone.time > tally.youngest):

@@ -369,6 +369,16 @@ class Tombstone:
     run_id: str = ""  # the erased event's run
     erasure: Erasure | None = None  # the whole member (what else it keeps)
 
+    def written_digest(self, record: str, data: bytes) -> bytes | None:
+        """The SHA-256 of the bytes erasure ``record`` wrote for this event, whose stored
+        bytes are ``data``: theirs when ``record`` is the latest, else the digest
+        ``erased.earlier`` keeps; None when not known (erased again before it was kept,
+        or not one of its records). What a record's ``tombstones`` digest is made of."""
+        if self.records and self.records[-1] == record:
+            return hashlib.sha256(data).digest()
+        kept = None if self.erasure is None else self.erasure.written_by(record)
+        return None if kept is None else bytes.fromhex(kept)
+
 
 def tombstone_of(data: bytes) -> Tombstone | None:
     """The tombstone in the stored bytes ``data``, or None when they hold an ordinary

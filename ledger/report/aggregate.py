@@ -62,6 +62,7 @@ from ledger.sinks.rows import (
     FILTER_COLUMNS,
     TimeHighWater,
     from_micros,
+    is_micros,
     parse_row,
     stated_micros,
     to_micros,
@@ -546,7 +547,7 @@ def _held(reader: SQLReader, upto: Any) -> tuple[datetime | None, datetime | Non
                 None if high is None else from_micros(high),
             )
         except (TypeError, ValueError, OverflowError):  # changed by SQL: name the row
-            bad = high if _is_time(low) else low
+            bad = high if low is None or is_micros(low) else low
             row = conn.execute(
                 sa.select(t.c.seq, t.c.run_id).where(t.c.time_us == bad, upto).limit(1)
             ).first()
@@ -555,14 +556,6 @@ def _held(reader: SQLReader, upto: Any) -> tuple[datetime | None, datetime | Non
         f"{where}: its time_us column holds {bad!r}, which is not a time in microseconds; "
         "the row was changed outside the ledger. Run `ledger db check`"
     )
-
-
-def _is_time(micros: object) -> bool:
-    """True when ``micros`` is None or Unix microseconds a datetime can hold."""
-    try:
-        return micros is None or bool(from_micros(micros))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return False
 
 
 def _window_micros(since: datetime | None, until: datetime | None) -> tuple[int | None, int | None]:

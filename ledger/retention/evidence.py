@@ -21,7 +21,6 @@ checks it in the database).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -118,13 +117,10 @@ def _written(
             stone = tombstone_of(data) if _MARK in data else None
             if stone is None or record_id not in stone.records:
                 continue
-            if stone.records[-1] == record_id:
-                out.append((int(index), hashlib.sha256(data).digest()))
-                continue
-            # a later erasure replaced it: the tombstone keeps the digest of the bytes
-            # this record wrote (erased.earlier), which its own digest covers
-            kept = None if stone.erasure is None else stone.erasure.written_by(record_id)
-            if kept is None:
+            # what this record wrote: the stored bytes, or (replaced by a later erasure)
+            # the digest the tombstone keeps of them (erased.earlier)
+            written = stone.written_digest(record_id, data)
+            if written is None:
                 raise IntegrityError(
                     f"erasure record {record_id} cannot vouch for its tombstones offline: "
                     f"a later erasure ({stone.records[-1]}) replaced some of them (event "
@@ -132,5 +128,5 @@ def _written(
                     "replace, so the bytes it wrote are gone. `ledger verify` checks this "
                     "ledger in the database"
                 )
-            out.append((int(index), bytes.fromhex(kept)))
+            out.append((int(index), written))
     return out

@@ -1662,14 +1662,10 @@ class Retention:
                 if stone is None or record_id not in stone.records:
                     continue
                 rows += 1
-                if not isinstance(index, int):
-                    continue
-                if stone.records[-1] == record_id:
+                written = stone.written_digest(record_id, data)
+                if written is not None and isinstance(index, int):
                     last += 1
-                    stones.update(index.to_bytes(8, "big") + hashlib.sha256(data).digest())
-                elif stone.erasure is not None and (kept := stone.erasure.written_by(record_id)):
-                    last += 1  # replaced later, keeping the digest of the bytes it wrote
-                    stones.update(index.to_bytes(8, "big") + bytes.fromhex(kept))
+                    stones.update(index.to_bytes(8, "big") + written)
         if rows == last and stones.hexdigest() != record.get("tombstones"):
             raise refuse(
                 f"the tombstones of erasure record {record_id} are not the bytes it wrote: "

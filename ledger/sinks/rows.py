@@ -38,6 +38,7 @@ __all__ = [
     "content_hash",
     "event_row",
     "from_micros",
+    "is_micros",
     "parse_row",
     "read_failure",
     "row_dicts",
@@ -71,6 +72,20 @@ def to_micros(value: datetime, field: str = "time") -> int:
 def from_micros(value: int) -> datetime:
     """Unix microseconds as an aware UTC datetime."""
     return _EPOCH + timedelta(microseconds=value)
+
+
+def is_micros(value: object) -> bool:
+    """True when ``value`` is Unix microseconds a datetime can hold (what a ``time_us``
+    column holds unless SQL changed it: text, a float, a number out of range).
+
+    >>> is_micros(0), is_micros(2**63 - 1), is_micros("abc")
+    (True, False, False)
+    """
+    try:
+        from_micros(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 def content_hash(event_json: str | bytes) -> str | None:

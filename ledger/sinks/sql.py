@@ -64,6 +64,7 @@ from ledger.sinks.rows import (
     content_hash,  # noqa: F401 - still importable from here, as before
     event_row,  # noqa: F401 - still importable from here, as before
     from_micros,
+    is_micros,
     parse_row,
     to_micros,
 )
@@ -184,15 +185,6 @@ def _summary(row: Any) -> RunSummary:
         errors=int(row.errors or 0),
         ended=bool(row.ended),
     )
-
-
-def _is_micros(value: object) -> bool:
-    """True when ``value`` is Unix microseconds a datetime can hold."""
-    try:
-        from_micros(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return False
-    return True
 
 
 class SQLReader(Closing):
@@ -472,7 +464,7 @@ class SQLReader(Closing):
         """The error naming the row of run ``bad.run_id`` whose ``time_us`` column holds
         a value that is no time (changed by SQL)."""
         t = self._table
-        value = next(v for v in bad.values if not _is_micros(v))
+        value = next(v for v in bad.values if not is_micros(v))
         with self._reading() as conn:
             found = conn.execute(
                 sa.select(t.c.seq, t.c.event_id)

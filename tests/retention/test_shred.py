@@ -23,7 +23,7 @@ from ledger.integrity.note import Signer, Verifier
 from ledger.integrity.verify import FindingKind, verify_ledger
 from ledger.retention import Retention, Selection
 from ledger.sinks import PostgresSink, SQLiteSink
-from ledger.sinks.shred import ENV_KEY, FileKeyWrapper
+from ledger.sinks.shred import ENV_KEY, FileKeyWrapper, shredding
 from tests.retention.conftest import OLD, Ledger, needs_retention_schema, open_keyed, run_events
 
 pytestmark = needs_retention_schema
@@ -98,6 +98,8 @@ def test_a_ledger_created_in_clear_refuses_to_be_switched(
     plain.record_many(run_events("old-1", OLD))
     with pytest.raises(PayloadKeyError, match="created without crypto-shredding"):
         open_keyed(ledger_db, key)
+    plain.record_many(run_events("clear-again", OLD))  # the keyless writer goes on writing
+    assert not shredding(plain)
     assert open_keyed(ledger_db, key, reader=True).chain("old-1").request is not None
     assert b"alice" in b"".join(_stored(ledger_db, "old-1").values())
 

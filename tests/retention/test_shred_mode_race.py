@@ -34,17 +34,6 @@ def test_a_keyless_writer_opened_first_is_refused_once_the_ledger_is_shredding(
             keyless.record(event)
 
 
-def test_a_keyless_writer_that_wrote_first_keeps_the_ledger_in_clear(
-    ledger_db: Ledger, key: FileKeyWrapper
-) -> None:
-    keyless = open_keyed(ledger_db)
-    keyless.record_many(run_events("clear", OLD))
-    with pytest.raises(PayloadKeyError, match="created without crypto-shredding"):
-        open_keyed(ledger_db, key)
-    keyless.record_many(run_events("clear-again", OLD))  # it goes on writing
-    assert not shredding(keyless)
-
-
 def test_a_sink_on_the_callers_connection_checks_every_write(
     pg_dsn: str, key: FileKeyWrapper
 ) -> None:
