@@ -198,6 +198,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         self._trees = TreeTables()
         self._appender = TreeAppender()
         self._unmarked = -1  # commits since the head row was last written (-1: never)
+        # (the writer's PRAGMA data_version, the largest time stored) as this sink's
+        # last commit left them: while the version stands, no other connection wrote
+        self._since_last: tuple[int, object] | None = None
         self._engine = sa.create_engine(
             # built, not parsed: a "?" or "%20" in the file name stays in the file name
             sa.URL.create("sqlite+pysqlite", database=str(self.path)),
@@ -344,7 +347,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             ):  # a run erased (its key destroyed) since its rows were sealed: refused
                 conn.execute("ROLLBACK")
                 return without_erased(items, gone, self._write_batch)
-            frontier, after, numbered, latest = self._begin_tree(conn, rows)
+            version, frontier, after, numbered, latest = self._begin_tree(conn, rows)
             errors: list[BaseException | None]
             try:
                 if len(rows) == 1:
@@ -374,6 +377,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             self._retry_busy(lambda: conn.execute("COMMIT"))
         except BaseException as exc:
             self._appender.forget()
+            self._since_last = None
             self._abandon(conn)
             if isinstance(exc, sqlite3.Error):
                 raise StorageError(f"SQLite ledger {self.path}: write failed: {exc}") from exc
@@ -382,25 +386,38 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         if self._mode_open and not any(errors) and writer_events(rows):
             self._mode_open = False  # it holds events now: in clear for good
         self._appender.committed(after, None)
+        # the last row's time_hi_us is the largest time stored now (when every row went in)
+        self._since_last = None if any(errors) else (version, numbered[-1][-2])
         return errors
 
     def _begin_tree(
         self, conn: sqlite3.Connection, rows: list[Row]
-    ) -> tuple[Frontier, Frontier, list[Row], object]:
-        """Inside the write transaction: the committed tree, the tree after ``rows``,
-        the rows numbered (their ``time_hi_us`` raised to the largest time stored), and
-        that largest time (None in an empty ledger).
+    ) -> tuple[int, Frontier, Frontier, list[Row], object]:
+        """Inside the write transaction: the writer connection's ``data_version``, the
+        committed tree, the tree after ``rows``, the rows numbered (their
+        ``time_hi_us`` raised to the largest time stored), and that largest time (None
+        in an empty ledger).
 
-        The head is where the rows end; the head row is a mark the log reached, written
-        with every :data:`MARK_EVERY`-th commit (so most commits write no page for it).
-        The cached range is the committed one when the last stored leaf index is the
-        one it ends at (one index lookup) and the mark is not past it (one read of the
-        head row: else another writer's rows were cut off, and extending the cut rows
-        would soon move the mark over the evidence); otherwise (another writer
-        appended, or none is cached) it is rebuilt from the stored nodes and checked
-        against the mark."""
+        When no other connection (thread, process or hand) has committed since this
+        sink's last commit (SQLite's ``PRAGMA data_version``, read under the writers'
+        lock, is what it was then), the database is as that commit left it: the cached
+        range is the committed one and the largest time is the one it stored, so
+        nothing else is read.
+
+        Otherwise: the head is where the rows end; the head row is a mark the log
+        reached, written with every :data:`MARK_EVERY`-th commit (so most commits write
+        no page for it). The cached range is the committed one when the last stored
+        leaf index is the one it ends at (one index lookup) and the mark is not past it
+        (one read of the head row: else another writer's rows were cut off, and
+        extending the cut rows would soon move the mark over the evidence); otherwise
+        (another writer appended, or none is cached) it is rebuilt from the stored nodes
+        and checked against the mark."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        cached, last = self._appender.cached(), self._since_last
+        if cached is not None and last is not None and last[0] == version:
+            after = cached.copy()
+            return version, cached, after, raised(number_rows(after, rows), last[1]), last[1]
         top, mark, latest = conn.execute(_TOP_LEAF).fetchone()
-        cached = self._appender.cached()
         if (
             cached is not None
             and top == (cached.size - 1 if cached.size else None)
@@ -412,7 +429,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         else:
             frontier = self._frontier(conn, top)
         after = frontier.copy()
-        return frontier, after, raised(number_rows(after, rows), latest), latest
+        return version, frontier, after, raised(number_rows(after, rows), latest), latest
 
     def _frontier(self, conn: sqlite3.Connection, top: object) -> Frontier:
         """The compact range of the tree whose last leaf index is ``top``, rebuilt from
@@ -541,6 +558,7 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
 
     def _drop_writer(self) -> None:
         writer, self._writer = self._writer, None
+        self._since_last = None  # a new connection counts its data_version anew
         if writer is not None:
             writer.invalidate()
 

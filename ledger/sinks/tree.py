@@ -173,6 +173,9 @@ def number_rows(frontier: Frontier, rows: Sequence[tuple[Any, ...]]) -> list[tup
     :data:`TIME_HI_POSTGRES`), so the column is the running maximum of the event time
     in commit order."""
     start, own = frontier.size, frontier.append_owned
+    if len(rows) == 1:  # one caller's commit: no running maximum to take
+        row = rows[0]
+        return [(*row, start, row[_TIME], own(leaf_hash(row[_JSON].encode("utf-8"))))]
     highs = accumulate([row[_TIME] for row in rows], max)
     # one pass, no generator between: this runs on every commit's path
     return [

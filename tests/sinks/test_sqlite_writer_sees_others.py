@@ -1,0 +1,103 @@
+"""A SQLite writer reads nothing before numbering its rows while no other connection
+has committed since its own last commit (``PRAGMA data_version``); any commit by
+another connection (another sink, another process, a hand edit) sends it back to the
+stored leaves, head and times. Each test makes such a commit between two of one
+writer's commits and checks what the second stored."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import IntegrityError
+from ledger.integrity.verify import verify_ledger
+from ledger.sinks import SQLiteSink
+from tests.sinks.factories import action
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _leaves(path: Path) -> list[tuple[int, int, int]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT leaf_index, time_us, time_hi_us FROM events ORDER BY seq"
+        ).fetchall()
+
+
+def test_rows_another_process_appended_are_numbered_after(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        for i in range(3):
+            sink.commit_action(action("r", f"a{i}", time=T0 + timedelta(seconds=i)))
+        script = (
+            "import sys\n"
+            "from datetime import UTC, datetime\n"
+            "from ledger.sinks import SQLiteSink\n"
+            "from tests.sinks.factories import action\n"
+            "later = datetime(2027, 1, 1, tzinfo=UTC)\n"
+            "with SQLiteSink(sys.argv[1]) as other:\n"
+            "    for i in range(4):\n"
+            "        other.commit_action(action('o', f'b{i}', time=later))\n"
+        )
+        root = Path(__file__).resolve().parents[2]
+        subprocess.run([sys.executable, "-c", script, str(path)], check=True, cwd=root)
+        sink.commit_action(action("r", "after", time=T0 + timedelta(seconds=9)))
+        assert verify_ledger(sink, None).ok
+    rows = _leaves(path)
+    assert [r[0] for r in rows] == list(range(8))
+    later = int(datetime(2027, 1, 1, tzinfo=UTC).timestamp() * 1_000_000)
+    assert rows[-1][2] == later  # raised to the other process's time, not its own
+
+
+def test_a_time_raised_by_hand_raises_the_next_rows_high_water(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    far = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1_000_000)
+    with SQLiteSink(path) as sink:
+        for i in range(3):
+            sink.commit_action(action("r", f"a{i}", time=T0 + timedelta(seconds=i)))
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("UPDATE events SET time_us = ? WHERE leaf_index = 1", (far,))
+            conn.commit()
+        sink.commit_action(action("r", "next", time=T0 + timedelta(seconds=5)))
+    assert _leaves(path)[-1][2] == far  # events(since=...) must still reach this row
+
+
+def test_rows_cut_off_by_hand_after_the_mark_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        for i in range(20):  # the mark is written at the first commit and every 8th
+            sink.commit_action(action("r", f"a{i}"))
+        with closing(sqlite3.connect(path)) as conn:
+            (mark,) = conn.execute("SELECT size FROM tree_head").fetchone()
+            conn.execute("DELETE FROM events WHERE leaf_index >= ?", (mark - 2,))
+            conn.commit()
+        with pytest.raises(IntegrityError, match="cut off the end"):
+            sink.commit_action(action("r", "after the cut"))
+        assert not verify_ledger(sink, None).ok
+
+
+@pytest.mark.parametrize("other", ["sink", "raw"])
+def test_a_writer_alone_again_keeps_numbering_without_gaps(tmp_path: Path, other: str) -> None:
+    """After another connection's commit the writer reads the table once, then runs
+    alone again: every later commit is numbered on from there."""
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        sink.commit_action(action("r", "first"))
+        if other == "sink":
+            with SQLiteSink(path) as second:
+                second.commit_action(action("r", "second"))
+        else:  # a commit that changes no row still moves data_version
+            with closing(sqlite3.connect(path)) as conn:
+                conn.execute("CREATE TABLE scratch (x)")
+                conn.commit()
+        for i in range(10):
+            sink.commit_action(action("r", f"again{i}"))
+        assert verify_ledger(sink, None).ok
+    leaves = [r[0] for r in _leaves(path)]
+    assert leaves == list(range(len(leaves)))
