@@ -33,6 +33,7 @@ from typing import Any
 from ledger.integrity.policy_change import false_signature, lowers, signed_by, signed_here
 from ledger.model.erasure import (
     ADMIN_RUN_PREFIX,
+    ERASE_TOOL,
     POLICY_TOOL,
     HoldScope,
     hold_change,
@@ -65,6 +66,7 @@ class RecordTally:
     stones: Any = field(default_factory=hashlib.sha256)
     event_ids: list[str] = field(default_factory=list)
     found: bool = False
+    at_index: int = -1  # the record's own leaf index, once its row is read
     summary: Any = None  # the record's RecordSummary once its row is read
     youngest: datetime | None = None  # the latest event time among its rows
     in_force: tuple[int, timedelta] | None = None  # the log's policy when it was read
@@ -100,13 +102,19 @@ class ErasedRows:
         policy in force from there on (unless it lowers the floor, or changes the keys,
         without a valid signature by a key of the policy before it: then it is a
         finding and the policy before it stays in force), a hold's record or release
-        changes the standing holds, for the erasure records that follow."""
+        changes the standing holds, for the erasure records that follow; an erasure
+        record is tallied even when no tombstone names it (its rows were put back)."""
         found = retention_record(data)
         if found is None:
             return
         tool, args = found
         if not event_id and data.startswith(_ID_PREFIX):
             event_id = data[13:39].decode("ascii", "replace")
+        if tool == ERASE_TOOL:
+            if event_id not in self.records:
+                self.records[event_id] = RecordTally()
+            self.see(event_id, data, index)
+            return
         if tool == POLICY_TOOL:
             policy = policy_floor(args)
             if policy is None:
@@ -172,11 +180,13 @@ class ErasedRows:
                 tally.times.append((stone.time - _EPOCH) // _MICRO)
         return stone.leaf_hash
 
-    def see(self, event_id: str, data: bytes) -> None:
-        """Read the row ``event_id`` as an erasure record when tombstones named it."""
+    def see(self, event_id: str, data: bytes, index: int = -1) -> None:
+        """Read the row ``event_id`` (leaf ``index``) as an erasure record when
+        tombstones named it."""
         tally = self.records.get(event_id)
         if tally is not None and not tally.found:
             tally.found = True
+            tally.at_index = index
             tally.summary = record_summary(data)
             tally.in_force = self.policy
             tally.holds = tuple(self.holds.values())
@@ -192,6 +202,13 @@ class ErasedRows:
         (read only when there are tombstones)."""
         out: list[tuple[str, str, int]] = list(self.unsigned)
         for record, t in self.records.items():
+            if not t.rows:  # an erasure record no tombstone names
+                if t.summary is not None and t.summary.events > 0:
+                    out.append((record, f"erasure record {record} erased "
+                                f"{t.summary.events} row(s) but no tombstone names it: the "
+                                "erased rows were put back (their bytes restored, or "
+                                "replaced) outside the ledger", t.at_index))  # fmt: skip
+                continue
             listed = ", ".join(e for e in t.event_ids if e)
             where = f"{t.rows} tombstone(s) ({listed}{' ...' if t.rows > _MAX_LISTED else ''})"
             s = t.summary
@@ -228,7 +245,7 @@ class ErasedRows:
 
     def summaries(self) -> list[tuple[str, int, int]]:
         """``(record id, rows, first leaf index)`` for each erasure record named."""
-        return [(r, t.rows, t.first_index) for r, t in self.records.items()]
+        return [(r, t.rows, t.first_index) for r, t in self.records.items() if t.rows]
 
 
 def _against_policy(record: str, t: RecordTally) -> str:

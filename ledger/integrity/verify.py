@@ -115,6 +115,7 @@ class Finding:
     event_id: str | None = None
     leaf_index: int | None = None
     checkpoint_size: int | None = None
+    rows: int | None = None  # an ``erased`` finding: the rows its erasure record erased
 
     @property
     def severity(self) -> str:
@@ -130,7 +131,7 @@ class Finding:
             "severity": self.severity,
             "message": self.message,
         }
-        for name in ("seq", "event_id", "leaf_index", "checkpoint_size"):
+        for name in ("seq", "event_id", "leaf_index", "checkpoint_size", "rows"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -762,7 +763,7 @@ def _scan(
         if admin in data:
             erased.retention_record(data, r[1], r[2])
         if records and r[1] in records:
-            erased.see(r[1], data)
+            erased.see(r[1], data, r[2])
         kept = erased.leaf(r[2], data, r[1]) if mark in data else None
         return kept if kept is not None else sha256(b"\x00" + data).digest()
 
@@ -999,5 +1000,6 @@ def _erased_findings(source: LeafSource, erased: ErasedRows, findings: list[Find
                 f"from leaf {first}",
                 event_id=record,
                 leaf_index=first if first >= 0 else None,
+                rows=rows,
             )
         )

@@ -21,9 +21,12 @@ of those rows, at the cost of the window instead of the ledger.
 Rows outside the window are not re-read: ``ledger verify`` rebuilds the whole log (and
 the report says so, :meth:`LogScope.statement`). Anything that does not fit -- a leaf
 index out of order, a row without stored nodes, an erased row (its leaf is the kept
-hash), a recomputed node or root that differs, a checkpoint that does not check --
-makes the report run the full :func:`~ledger.integrity.verify.verify_ledger` instead,
-which names what is wrong.
+hash), a recomputed node or root that differs, a checkpoint that does not check, and in
+a report of every row an erasure record that erased rows none of which is a tombstone
+now (they were put back) -- makes the report run the full
+:func:`~ledger.integrity.verify.verify_ledger` instead, which names what is wrong. (In a
+window, an erasure record's tombstones are mostly older rows, outside it: ``ledger
+verify`` counts them.)
 """
 
 from __future__ import annotations
@@ -48,12 +51,14 @@ from ledger.integrity.verify import (
     coverage_findings,
     verify_ledger,
 )
+from ledger.model.erasure import ERASE_TOOL, record_summary
 
 __all__ = ["LeafRange", "LogScope", "window_log_check"]
 
 log = logging.getLogger(__name__)
 
 _ERASED = b'"erased":{'
+_ERASE_RECORD = b'"tool":"' + ERASE_TOOL.encode() + b'"'
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,12 +74,14 @@ class LogScope:
 
     @property
     def whole(self) -> bool:
-        return self.first_leaf in (0, None) and (self.last_leaf or -1) + 1 >= self.size
+        last = -1 if self.last_leaf is None else self.last_leaf
+        return self.first_leaf in (0, None) and last + 1 >= self.size
 
     def statement(self) -> str:
         """One sentence for the report's integrity section."""
         if self.whole and self.rows:
-            return f"every row re-read ({self.rows} leaves recomputed)"
+            leaves = "leaf" if self.rows == 1 else "leaves"
+            return f"every row re-read ({self.rows} {leaves} recomputed)"
         if not self.rows:
             return (
                 "no row in the window: the stored head and checkpoints were checked; "
@@ -103,7 +110,7 @@ class LeafRange:
     a pass reads their rows (:meth:`row`), from the stored compact range before
     ``start`` (``prefix``)."""
 
-    __slots__ = ("_frontier", "expected", "failed", "rows", "start")
+    __slots__ = ("_frontier", "erasures", "expected", "failed", "rows", "start")
 
     def __init__(self, start: int, prefix: Frontier) -> None:
         self.start = start
@@ -111,6 +118,7 @@ class LeafRange:
         self.rows = 0
         self.failed = ""
         self._frontier = prefix
+        self.erasures: list[bytes] = []  # the rows that may be erasure records (rare)
 
     def row(self, index: Any, data: bytes, nodes: Any, leaf: bytes | None = None) -> None:
         """One row of the stretch, in commit order (``leaf``: its leaf hash, when the
@@ -127,6 +135,8 @@ class LeafRange:
                 else f"leaf {index} is an erased row"
             )
             return
+        if _ERASE_RECORD in data:
+            self.erasures.append(data)
         if leaf is None:
             leaf = hashlib.sha256(b"\x00" + data).digest()
         owned = self._frontier.append_owned(leaf)
@@ -222,6 +232,8 @@ def window_log_check(
         return _full(reader, checked.failed)
     if checked.expected > size:
         return _full(reader, "rows beyond the stored head")
+    if checked.start == 0 and checked.expected == size and _erased_rows_back(checked):
+        return _full(reader, "an erasure record whose rows are no tombstones")
     try:
         if checked.root(size, _nodes(reader, checked.after_keys(size))) != root:
             return _full(reader, "the recomputed root differs from the stored head")
@@ -247,6 +259,17 @@ def window_log_check(
         signatures_checked=False,  # the stored checkpoints' roots, as verify_stored
     )
     return result, scope
+
+
+def _erased_rows_back(checked: LeafRange) -> bool:
+    """True when ``checked``, every row of the ledger and no tombstone among them (an
+    erased row makes the range fail), holds an erasure record that erased rows: they
+    were put back outside the ledger (the full check names the record)."""
+    for data in checked.erasures:
+        summary = record_summary(data)
+        if summary is not None and summary.events > 0:
+            return True
+    return False
 
 
 def _checkpoints(reader: Any, origin: str, size: int, root: bytes) -> list[int] | None:

@@ -31,7 +31,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from ulid import ULID
 
 from ledger.canonical import canonical_bytes
-from ledger.errors import LedgerError, RetentionError, ValidationError
+from ledger.errors import IntegrityError, LedgerError, RetentionError, ValidationError
 from ledger.ids import coerce_event_id
 from ledger.integrity._keytext import b64encode
 from ledger.integrity.merkle import leaf_hash
@@ -198,6 +198,11 @@ class Selection:
     event_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.event_ids:  # as of_events reads them: one id alone, any iterable, any case
+            given: Any = self.event_ids
+            ids = (given,) if isinstance(given, str | ULID) else given
+            unique = dict.fromkeys(str(coerce_event_id(i, field="--event")) for i in ids)
+            object.__setattr__(self, "event_ids", tuple(unique))
         given = sum((self.run_id is not None, self.before is not None, bool(self.event_ids)))
         if given != 1:
             raise ValidationError(
@@ -246,10 +251,8 @@ class Selection:
     def of_events(cls, ids: Sequence[str | ULID]) -> Selection:
         """The events ``ids`` (each once, however often given; one id alone counts as
         one event, not as its letters)."""
-        if isinstance(ids, str | ULID):
-            ids = [ids]
-        unique = dict.fromkeys(str(coerce_event_id(i, field="--event")) for i in ids)
-        return cls(event_ids=tuple(unique))
+        given: Any = ids  # read (one id alone, any iterable, any case) by __post_init__
+        return cls(event_ids=given)
 
     def describe(self) -> str:
         """``run r1`` / ``events before 2026-01-01T00:00:00Z`` / ``3 event(s)``."""
@@ -397,6 +400,24 @@ class Retention:
     def _reading(self) -> AbstractContextManager[sa.Connection]:
         reading: AbstractContextManager[sa.Connection] = self._sink._reading()
         return reading
+
+    @contextmanager
+    def _looking(self) -> Iterator[sa.Connection]:
+        """One snapshot of the ledger, read without the writers' lock: what a dry run
+        reads (it changes nothing, so writers need not wait for it). SQLite: a deferred
+        transaction; PostgreSQL: ``REPEATABLE READ, READ ONLY`` (on a caller's connection,
+        its own transaction as it is)."""
+        with self._reading() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.exec_driver_sql("ROLLBACK")
+                return
+            if not conn.in_transaction():
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn
 
     def _now(self, conn: sa.Connection) -> datetime:
         """The time of a retention change made in ``conn``'s transaction. Never later
@@ -958,8 +979,20 @@ class Retention:
             if isinstance(keys, str):
                 keys = (keys,)
             keys = tuple(dict.fromkeys(str(text).strip() for text in keys))
-        for text in keys or ():
-            Verifier.from_key(text)  # a malformed key is refused before anything
+        for text in keys or ():  # a malformed key is refused before anything
+            try:
+                Verifier.from_key(text)
+            except IntegrityError as exc:
+                raise ValidationError(
+                    f"keys: {text[:60]!r} is not a note verifier key "
+                    "(name+hexid+base64, the text of a .vkey file: give its text, not its "
+                    f"path); nothing was changed ({exc})"
+                ) from None
+        if signer is not None and not isinstance(signer, NoteSigner):
+            raise ValidationError(
+                f"signer: expected a signer (Signer.from_key(key text)), got "
+                f"{type(signer).__name__}; nothing was changed"
+            )
         with self._writing() as conn:
             txn = _Txn(conn=conn, now=self._now(conn))
             _, current, _ = self._trusted(conn)
@@ -1327,8 +1360,8 @@ class Retention:
         run: RetentionRun,
     ) -> ErasureOutcome:
         record_id = str(run.record_id)
-        with self._writing() as conn:
-            if conn.dialect.name == "sqlite":  # the bytes an erasure frees are zeroed
+        with self._looking() if dry_run else self._writing() as conn:
+            if conn.dialect.name == "sqlite" and not dry_run:  # freed bytes are zeroed
                 conn.exec_driver_sql("PRAGMA secure_delete = ON")
             txn = _Txn(conn=conn, now=self._now(conn))
             logged, state, holds = self._trusted(conn)
