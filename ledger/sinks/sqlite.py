@@ -37,11 +37,12 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -91,7 +92,7 @@ from ledger.sinks.tree import (
 )
 from ledger.sinks.writing import Row, Writing
 
-__all__ = ["SQLiteSink", "require_sqlite_file"]
+__all__ = ["SQLiteSink", "require_sqlite_file", "undecodable_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ _JSON = COLUMNS.index("event_json")
 _WRITER_BUSY_MS = 5
 _STATEMENT_ROWS = 2000  # rows per multi-row INSERT (26,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
+_TEXT_COLUMNS = frozenset((*COLUMNS, "event_json"))  # the events columns read as text
 _MARK_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size < ?"
 # the leaf_index index's last entry, and the head row's mark
 _TOP_LEAF = (
@@ -127,6 +129,46 @@ def _seconds(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValidationError(f"{name}: expected a number of seconds >= 0, got {value!r}")
     return float(value)
+
+
+def undecodable_rows(path: Path, exc: BaseException) -> str:
+    """For a read of the SQLite ledger ``path`` that met text that is not UTF-8 in a
+    column of the events table (only SQL written around the ledger stores such text):
+    the rows that hold it, found by one scan of that column as bytes (a failure's cost
+    only), as a sentence to add to the error; else ""."""
+    found = re.search(r"Could not decode to UTF-8 column '(\w+)'", str(exc))
+    if found is None or found.group(1) not in _TEXT_COLUMNS:
+        return ""
+    column = found.group(1)
+    rows: list[str] = []
+    try:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.text_factory = bytes
+            query = f"SELECT seq, CAST(event_id AS BLOB), CAST({column} AS BLOB) FROM events"
+            for seq, event_id, value in conn.execute(query):
+                if isinstance(value, bytes) and not _utf8(value):
+                    shown = event_id.decode("utf-8", "replace") if event_id else "?"
+                    rows.append(f"seq={seq} (event_id {shown})")
+                    if len(rows) == 5:
+                        break
+    except sqlite3.Error:
+        return ""
+    if not rows:
+        return ""
+    return (
+        f"; events row(s) whose {column} is not UTF-8: {', '.join(rows)}. Nothing the "
+        "ledger writes is: the rows were changed outside it; restore them, then run "
+        "`ledger verify`"
+    )
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _is_busy(exc: Exception) -> bool:
@@ -276,10 +318,12 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         except sa.exc.DBAPIError as exc:
             raise StorageError(
                 f"SQLite ledger {self.path}: read failed: {read_failure(exc.orig or exc)}"
+                + undecodable_rows(self.path, exc.orig or exc)
             ) from exc
         except sqlite3.Error as exc:  # a driver-level pass (the report's, say)
             raise StorageError(
                 f"SQLite ledger {self.path}: read failed: {read_failure(exc)}"
+                + undecodable_rows(self.path, exc)
             ) from exc
 
     def _writer_conn(self) -> sqlite3.Connection:
@@ -364,10 +408,19 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                     conn.execute("ROLLBACK TO ledger_batch")
                     conn.execute("RELEASE ledger_batch")
                 if len(items) == 1:
-                    error = self._duplicate(conn, items[0], exc)
+                    errors = [self._duplicate(conn, items[0], exc)]
+                else:
+                    errors, after = self._insert_each(conn, items, frontier, latest)
+                if not all(e is None or isinstance(e, DuplicateEvent) for e in errors):
+                    # not an id stored before: nothing of the batch may go in, and the
+                    # numbering is read afresh from the log at the next write
                     conn.execute("ROLLBACK")
-                    return [error]
-                errors, after = self._insert_each(conn, items, frontier, latest)
+                    self._appender.forget()
+                    self._since_last = None
+                    return [self._refused(exc) for _ in items]
+                if len(items) == 1:
+                    conn.execute("ROLLBACK")
+                    return errors
             if after.size == frontier.size:
                 conn.execute("ROLLBACK")
                 return errors
@@ -533,9 +586,10 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
     def _duplicate(
         self, conn: sqlite3.Connection, rows: list[Row], exc: sqlite3.IntegrityError
     ) -> BaseException:
+        """The error of ``rows``, whose insert failed with ``exc``: ``DuplicateEvent``
+        when one of their ids is stored already (or repeated among them), else the
+        failure itself (:meth:`_refused`: no event of the ledger is that one)."""
         ids = [r[0] for r in rows]
-        if len(rows) == 1:
-            return DuplicateEvent(f"event {ids[0]} is already stored; the stored one is unchanged")
         found: list[str] = []
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
@@ -543,9 +597,21 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             found += [r[0] for r in conn.execute(query, part)]
             if len(found) >= 5:
                 break
-        named = ", ".join(found[:5]) or "repeated inside the batch"
-        return DuplicateEvent(
-            f"batch refused, nothing of it stored: event ids already stored: {named} ({exc})"
+        if found and len(rows) == 1:
+            return DuplicateEvent(f"event {ids[0]} is already stored; the stored one is unchanged")
+        if found or len(set(ids)) < len(ids):
+            named = ", ".join(found[:5]) or "repeated inside the batch"
+            return DuplicateEvent(
+                f"batch refused, nothing of it stored: event ids already stored: {named} ({exc})"
+            )
+        return self._refused(exc)
+
+    def _refused(self, exc: sqlite3.IntegrityError) -> StorageError:
+        """The error of a write SQLite refused for another reason than a stored id."""
+        return StorageError(
+            f"SQLite ledger {self.path}: the write was refused ({exc}) and nothing of it was "
+            "stored; the writer reads the log afresh at its next write: try again, and run "
+            "`ledger verify` if it fails again"
         )
 
     def _abandon(self, conn: sqlite3.Connection) -> None:

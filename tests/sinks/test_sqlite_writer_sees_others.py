@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import IntegrityError
+from ledger.errors import DuplicateEvent, EventNotFound, IntegrityError, StorageError
 from ledger.integrity.verify import verify_ledger
 from ledger.sinks import SQLiteSink
 from tests.sinks.factories import action
@@ -101,3 +101,30 @@ def test_a_writer_alone_again_keeps_numbering_without_gaps(tmp_path: Path, other
         assert verify_ledger(sink, None).ok
     leaves = [r[0] for r in _leaves(path)]
     assert leaves == list(range(len(leaves)))
+
+
+def test_a_write_refused_for_another_reason_than_a_stored_id_is_no_duplicate(
+    tmp_path: Path,
+) -> None:
+    """A writer that numbers its row on a range another writer extended (forced here:
+    it is told nothing changed) hits a leaf index already taken. That is no duplicate
+    of its event: it is told the write was refused, nothing is stored, and its next
+    write reads the log afresh and goes in."""
+    path = tmp_path / "l.db"
+    with SQLiteSink(path) as sink:
+        sink.commit_action(action("r", "first"))
+        with SQLiteSink(path) as second:
+            second.commit_action(action("r", "second"))
+        conn = sink._writer_conn()
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        assert sink._since_last is not None
+        sink._since_last = (version, sink._since_last[1])  # "nothing changed": stale
+        stale = action("r", "stale")
+        with pytest.raises(StorageError, match="refused") as refused:
+            sink.commit_action(stale)
+        assert not isinstance(refused.value, DuplicateEvent)
+        with pytest.raises(EventNotFound):
+            sink.get(stale.event_id)
+        sink.commit_action(stale)  # read afresh: it goes in, numbered after the other's
+        assert verify_ledger(sink, None).ok
+    assert [r[0] for r in _leaves(path)] == [0, 1, 2]
