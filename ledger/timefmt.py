@@ -16,12 +16,14 @@ from ledger.errors import ValidationError
 
 __all__ = [
     "check_duration",
+    "coerce_bound",
     "coerce_time",
     "format_duration",
     "format_time",
     "format_time_us",
     "parse_duration",
     "parse_time",
+    "round_up_finer",
     "utc_now",
 ]
 
@@ -53,6 +55,38 @@ def coerce_time(value: object, *, field: str = "time") -> datetime:
         return value.astimezone(UTC) if value.utcoffset() else value.replace(tzinfo=UTC)
     except OverflowError:
         raise ValidationError(f"{field}: {value.isoformat()} is out of range in UTC") from None
+
+
+def coerce_bound(value: object, *, field: str = "time") -> datetime:
+    """:func:`coerce_time` for a bound of a time window (``since``, ``until``): text
+    finer than a microsecond is rounded up (:func:`round_up_finer`).
+
+    >>> coerce_bound("2026-01-31T00:00:00.0000001Z").microsecond
+    1
+    >>> coerce_time("2026-01-31T00:00:00.0000001Z").microsecond
+    0
+    """
+    moment = coerce_time(value, field=field)
+    return round_up_finer(moment, value, field=field) if isinstance(value, str) else moment
+
+
+_FINER = re.compile(r"[.,]\d{6}(\d+)", re.ASCII)
+_TICK = timedelta(microseconds=1)
+
+
+def round_up_finer(moment: datetime, text: str, *, field: str = "time") -> datetime:
+    """``moment``, parsed from ``text``, as a bound: events are stored to the
+    microsecond, so a time finer than one (``text`` has more than six fraction digits,
+    not all zero) is a bound between two stored times, rounded up to the next
+    microsecond, where an event is at or after it (a ``since``) or before it (an
+    ``until``, a ``before``) exactly when it is so of the time given."""
+    finer = _FINER.search(text)
+    if finer is None or not int(finer.group(1)):
+        return moment
+    try:
+        return moment + _TICK
+    except OverflowError:
+        raise ValidationError(f"{field}: {text!r} is out of range") from None
 
 
 def format_time(value: datetime) -> str:
@@ -115,7 +149,7 @@ def parse_time(text: str, *, field: str = "time") -> datetime:
 
 # --- durations (retention: 400d, 26w, 48h, 2y) ----------------------------------
 
-_DURATION = re.compile(r"^(\d+)([hdwy])$")
+_DURATION = re.compile(r"^(\d+)([hdwy])$", re.ASCII)
 _UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1),
          "y": timedelta(days=365)}  # fmt: skip
 _MAX = timedelta(days=365 * 1000)

@@ -70,7 +70,7 @@ def test_who_counts_actions_and_denials_per_agent_and_principal() -> None:
 def test_a_result_without_tool_counts_under_its_action() -> None:
     report = build_report(MemoryReader(_run("r1", "alice", "bot", 0)))
     tools = {t.tool: t for t in report.tools}
-    assert "(none)" not in tools
+    assert "(none)" not in tools and "" not in tools
     assert tools["deploy"].succeeded == 1 and tools["deploy"].actions == 1
 
 

@@ -31,9 +31,9 @@ from rich.table import Table
 
 from ledger.errors import CallNotFound, RunNotFound, ValidationError
 from ledger.ids import coerce_event_id
-from ledger.model.shown import inert_json, one_line
+from ledger.model.shown import csv_cell, inert_json
 from ledger.sinks import Reader, open_reader
-from ledger.timefmt import format_time, format_time_us, parse_time
+from ledger.timefmt import format_time, format_time_us, parse_time, round_up_finer
 
 __all__ = [
     "DEFAULT_DB",
@@ -59,7 +59,7 @@ DEFAULT_DB = "sqlite:///ledger.db"
 _PIPE_WIDTH = 160
 F = TypeVar("F", bound=Callable[..., Any])
 
-_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
+_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -145,7 +145,7 @@ def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | N
             raise click.BadParameter(
                 f"{text!r} reaches back before the year 1; give a shorter age or a date"
             ) from None
-    if re.fullmatch(r"\d{4}-\d\d-\d\d", text):
+    if re.fullmatch(r"\d{4}-\d\d-\d\d", text, re.ASCII):
         try:
             return datetime.fromisoformat(text).replace(tzinfo=UTC)
         except ValueError:
@@ -160,13 +160,10 @@ def parse_when(text: str | None, *, now: datetime | None = None) -> datetime | N
     # events are stored to the microsecond: a finer time is a bound between two stored
     # times, rounded up (as a hold's and an erasure's are), so that an event is at or
     # after it (--since) or before it (--until) exactly when it is so of the time given
-    finer = re.search(r"[.,]\d{6}(\d+)", text)
-    if finer is not None and int(finer.group(1)):
-        try:
-            moment += timedelta(microseconds=1)
-        except OverflowError:
-            raise click.BadParameter(f"{text!r} is out of range") from None
-    return moment
+    try:
+        return round_up_finer(moment, text)
+    except ValidationError:
+        raise click.BadParameter(f"{text!r} is out of range") from None
 
 
 def parse_event_id(value: str | None, option: str) -> str | None:
@@ -365,7 +362,9 @@ def _cell(value: object) -> str:
         return inert_json(json.dumps(value, ensure_ascii=False, default=_default))
     if isinstance(value, bool):
         return "true" if value else "false"
-    return one_line(str(value))
+    if isinstance(value, int | float):
+        return str(value)
+    return csv_cell(str(value))
 
 
 def emit_listing(

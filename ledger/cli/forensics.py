@@ -9,7 +9,7 @@ Each is a thin layer over a reader call (``Reader.runs``, ``Reader.chain``,
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -315,21 +315,30 @@ def events(
         _follow(db, filters, after, "nl" if form == "table" else form, interval)
         return
     with open_db(db) as reader:
-        found = reader.events(
-            run_id=run_id,
-            kind=kind,
-            tool=tool,
-            verdict=verdict,
-            since=since,
-            until=until,
-            after=after,
-            limit=limit,
+        listed = _Listed(
+            reader.events(
+                run_id=run_id,
+                kind=kind,
+                tool=tool,
+                verdict=verdict,
+                since=since,
+                until=until,
+                after=after,
+                limit=limit + 1,  # one past it: is there more?
+            ),
+            limit,
         )
-        if form == "csv":
-            emit_listing(map(csv_event_dict, found), form, CSV_EVENT_COLUMNS)
-            return
+        found = iter(listed)
         if form != "table":
-            emit_listing(map(event_dict, found), form, EVENT_COLUMNS)
+            csv = form == "csv"
+            shape = csv_event_dict if csv else event_dict
+            emit_listing(map(shape, found), form, CSV_EVENT_COLUMNS if csv else EVENT_COLUMNS)
+            if listed.more:  # stdout holds the events alone: say it on stderr
+                click.echo(
+                    f"limit reached ({limit} events): continue with --after {listed.last}, "
+                    "or give a larger --limit",
+                    err=True,
+                )
             return
         table = narrow_table()
         table.add_column("time", overflow="fold")
@@ -362,10 +371,27 @@ def events(
         table.min_width = cell_len(table.title)  # a title wider than the columns stays whole
     console = stdout()
     console.print(table)
-    if count == limit and count:
+    if listed.more:
         console.print(f"limit reached: continue with --after {last}")
     elif count:
         console.print(f"last event {last} (tail with --after {last})")
+
+
+class _Listed:
+    """The first ``limit`` of ``events`` (read with a limit one past it); ``more`` is
+    True once the one past the limit was read, ``last`` the last id listed."""
+
+    def __init__(self, events: Iterable[Event], limit: int) -> None:
+        self._events, self._limit = events, limit
+        self.more, self.last = False, ""
+
+    def __iter__(self) -> Iterator[Event]:
+        for count, event in enumerate(self._events):
+            if count == self._limit:
+                self.more = True
+                return
+            self.last = str(event.event_id)
+            yield event
 
 
 def _events_run(db: str, given: str, *, follow: bool) -> str:

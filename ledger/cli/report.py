@@ -127,7 +127,7 @@ def _detail_tables(r: ComplianceReport, console: Console) -> None:
             tools.add_column(name, justify="left" if name == "tool" else "right")
         for t in r.tools:
             tools.add_row(
-                _cell(t.tool),
+                _cell(t.tool or "(none)"),
                 str(t.actions),
                 str(t.denials),
                 str(t.succeeded),

@@ -4,8 +4,9 @@ A reason, a name or a run id is text whoever made the record chose; shown as it 
 line break in it would start a line of the listing that the listing did not write, and
 an escape character would drive the terminal. Every text listing shows recorded text
 through :func:`one_line`; every document (HTML) through :func:`inert_text`, and every
-JSON text printed through :func:`inert_json`, so what reaches a terminal or a file is
-the same, and inert, wherever it is written.
+JSON text printed through :func:`inert_json`, and every CSV cell through
+:func:`csv_cell`, so what reaches a terminal or a file is the same, and inert, wherever
+it is written.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["inert_json", "inert_text", "one_line", "shows_as_is"]
+__all__ = ["csv_cell", "inert_json", "inert_text", "one_line", "shows_as_is"]
 
 # what can start a line, move the cursor, drive the terminal or reorder what is shown:
 # controls (C0, DEL, C1), line and paragraph separators, lone surrogates, and the
@@ -38,6 +39,23 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(_shown(c) for c in text)
+
+
+def csv_cell(text: str) -> str:
+    """:func:`one_line` of ``text`` for a CSV cell, and a leading ``'`` when it begins
+    as a spreadsheet formula does (``=``, ``+``, ``-``, ``@``): a reason or a tool name
+    recorded as ``=HYPERLINK(...)`` must not run when the CSV is opened in a
+    spreadsheet. Only recorded text goes through it (numbers are written as numbers);
+    the JSON forms keep the text exactly.
+
+    >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("-rf /"), csv_cell("rm -rf /")
+    ("'=cmd|' /C calc'!A0", "'-rf /", 'rm -rf /')
+    """
+    shown = one_line(text)
+    return "'" + shown if shown[:1] in _FORMULA else shown
+
+
+_FORMULA = frozenset("=+-@")
 
 
 def inert_text(text: str) -> str:

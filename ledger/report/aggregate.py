@@ -56,7 +56,7 @@ from ledger.report.hashes import HashTally, verify_row, with_unreadable
 from ledger.report.listing import MAX_LISTED
 from ledger.report.logcheck import LeafRange, LogScope, start_range, window_log_check
 from ledger.report.model import TimeBucket
-from ledger.report.timeline import buckets_of, layout
+from ledger.report.timeline import buckets_of, layout, span_end
 from ledger.sinks.base import Reader, RunSummary
 from ledger.sinks.rows import (
     FILTER_COLUMNS,
@@ -670,7 +670,7 @@ def report_in_database(
         oldest_record=oldest,
         newest_record=newest,
         hash_check=with_unreadable(hashes.result(), tally.skipped),
-        timeline=_timeline(reader, where, work, since or first_t, until or last_t),
+        timeline=_timeline(reader, where, work, since or first_t, span_end(until, last_t)),
         log_check=log_check,
         log_scope=scope,
         **tally_parts(tally, run_total),

@@ -70,10 +70,10 @@ from ledger.report.document import ComplianceReport
 from ledger.report.hashes import check_hashes, each_event, with_unreadable
 from ledger.report.listing import MAX_LISTED
 from ledger.report.retention import retention_section
-from ledger.report.timeline import bucket
+from ledger.report.timeline import bucket, span_end
 from ledger.sinks import Reader
 from ledger.sinks.url import shown_url
-from ledger.timefmt import coerce_time, utc_now
+from ledger.timefmt import coerce_bound, utc_now
 
 __all__ = ["build_report"]
 
@@ -116,8 +116,8 @@ def build_report(
 
     if type(listed) is not int or listed < 0:
         raise ValidationError(f"listed: expected an integer >= 0, got {listed!r}")
-    since = None if since is None else coerce_time(since, field="since")
-    until = None if until is None else coerce_time(until, field="until")
+    since = None if since is None else coerce_bound(since, field="since")
+    until = None if until is None else coerce_bound(until, field="until")
 
     report = None
     if in_database(reader):
@@ -160,7 +160,7 @@ def _streamed(
     runs = [r for r in reader.runs(since=since, until=until) if not outside_any_run(r.run_id)]
     oldest, newest = _records_held(reader)
     timeline = bucket(
-        state.action_times, state.denial_times, since or state.first, until or state.last
+        state.action_times, state.denial_times, since or state.first, span_end(until, state.last)
     )
     return ComplianceReport(
         generated_at=utc_now(),

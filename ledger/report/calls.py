@@ -206,7 +206,7 @@ class Tally:
     def tool(self, name: str) -> ToolStats:
         stats = self.tools.get(name)
         if stats is None:
-            stats = self.tools[name] = ToolStats(tool=name or "(none)")
+            stats = self.tools[name] = ToolStats(tool=name)  # "" for no tool, as elsewhere
         return stats
 
     def approval_groups(self) -> tuple[ApprovalGroup, ...]:
@@ -373,20 +373,29 @@ class CallPass:
         elif e.kind is Kind.GATE_DECISION and e.call_id and key not in self.marks:
             self.marks[key] = decision_mark(cast(Event, e))
 
-    def cut_runs(self) -> list[str]:
-        """Runs with a result whose call has no safe-read decision or allowed action in
-        the window: read again before the window's start (:meth:`outside_window`). A
-        decision that is no safe read settles nothing: the call's allowed action may lie
-        before the window."""
+    def cut_calls(self) -> set[tuple[str, str]]:
+        """The calls of results that have no safe-read decision or allowed action in
+        the window: their runs are read again before the window's start
+        (:meth:`outside_window`). A decision that is no safe read settles nothing: the
+        call's allowed action may lie before the window."""
         safe = {k for k, m in self.marks.items() if m is DecisionMark.SAFE}
         settled = safe | self.allowed.keys() | self.before
-        return sorted({e.run_id for e in self.orphans if (e.run_id, e.call_id) not in settled})
+        return {(e.run_id, e.call_id) for e in self.orphans} - settled
+
+    def cut_runs(self) -> list[str]:
+        """The runs of :meth:`cut_calls`."""
+        return sorted({run for run, _ in self.cut_calls()})
+
+    def open_calls(self) -> set[tuple[str, str]]:
+        """Allowed actions with no result yet: their runs are read again after the
+        window. A result recorded before its intent answers it (:meth:`_unsafe` lists
+        that)."""
+        answered = self.results | {(e.run_id, e.call_id) for e in self.orphans if e.call_id}
+        return set(self.allowed.keys()) - answered
 
     def open_runs(self) -> list[str]:
-        """Runs with an allowed action and no result yet: read again after the window.
-        A result recorded before its intent answers it (:meth:`_unsafe` lists that)."""
-        answered = self.results | {(e.run_id, e.call_id) for e in self.orphans if e.call_id}
-        return sorted({run for (run, call) in self.allowed if (run, call) not in answered})
+        """The runs of :meth:`open_calls`."""
+        return sorted({run for run, _ in self.open_calls()})
 
     def cut(self, since: datetime | None, until: datetime | None) -> bool:
         """True when a call of these runs may be settled by events outside the window
@@ -486,11 +495,16 @@ def look_across(
     window's end belongs to a result committed before it (a violation), and a result
     dated before the window's start cannot answer an intent in it. A clock that stepped
     back inside a run can break that (docs/cli.md says so)."""
-    if since is not None:
-        for run in state.cut_runs():
-            for e in each_event(reader, state.skipped, run_id=run, until=since):
-                state.outside_window(e)
+    if since is not None:  # the intents and decisions of the cut calls alone are kept
+        wanted = state.cut_calls()
+        for run in sorted({run for run, _ in wanted}):
+            for kind in (Kind.ACTION, Kind.GATE_DECISION):
+                for e in each_event(reader, state.skipped, run_id=run, kind=kind, until=since):
+                    if (e.run_id, e.call_id) in wanted:
+                        state.outside_window(e)
     if until is not None:
-        for run in state.open_runs():
+        wanted = state.open_calls()
+        for run in sorted({run for run, _ in wanted}):
             for e in each_event(reader, state.skipped, run_id=run, kind="tool_result", since=until):
-                state.results.add((e.run_id, e.call_id))
+                if (e.run_id, e.call_id) in wanted:
+                    state.results.add((e.run_id, e.call_id))

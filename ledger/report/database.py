@@ -136,6 +136,22 @@ def _integrity(conn: sa.Connection) -> str:
 def check_database(url: str) -> DatabaseCheck:
     """Check the ledger database at ``url`` (see the module docstring)."""
     parsed = database_url(url)
+    try:
+        return _check_database(url, parsed)
+    except sa.exc.DBAPIError as exc:
+        orig = exc.orig or exc
+        if parsed.path is None or "Could not decode to UTF-8" not in str(orig):
+            raise
+        from ledger.sinks.rows import read_failure
+        from ledger.sinks.sqlite import undecodable_rows
+
+        raise StorageError(
+            f"SQLite ledger {parsed.path}: read failed: {read_failure(orig)}"
+            + undecodable_rows(parsed.path, orig)
+        ) from exc
+
+
+def _check_database(url: str, parsed: LedgerURL) -> DatabaseCheck:
     schema = parsed.schema
     from ledger.sinks.schema import current_revision, head_revision
     from ledger.sinks.sql import events_table, stored_rows

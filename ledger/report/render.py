@@ -17,7 +17,7 @@ from datetime import datetime
 from html import escape
 from typing import Any, Protocol
 
-from ledger.model.shown import inert_text, one_line
+from ledger.model.shown import csv_cell, inert_text
 from ledger.report.hashes import HashCheck
 from ledger.report.listing import LISTINGS
 from ledger.report.model import (
@@ -102,7 +102,7 @@ def render_csv(r: ReportView) -> str:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     for row in _csv_rows(r):  # recorded text on one line, inert (as every text output)
-        w.writerow([one_line(c) if isinstance(c, str) else c for c in row])
+        w.writerow([csv_cell(c) if isinstance(c, str) else c for c in row])
     return out.getvalue()
 
 
@@ -355,7 +355,10 @@ def _sections(r: ReportView) -> list[str]:
         "<h2>Actions per tool</h2>",
         _table(
             ("tool", "allowed actions", "denials", "succeeded", "failed", "safe reads"),
-            ((t.tool, t.actions, t.denials, t.succeeded, t.failed, t.safe_reads) for t in r.tools),
+            (
+                (t.tool or "(none)", t.actions, t.denials, t.succeeded, t.failed, t.safe_reads)
+                for t in r.tools
+            ),
             "No tool activity in the window.",
         ),
         "<h2>Denials</h2>",

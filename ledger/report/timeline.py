@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from ledger.report.model import TimeBucket
 
-__all__ = ["MAX_BUCKETS", "Layout", "bucket", "buckets_of", "layout", "width_for"]
+__all__ = ["MAX_BUCKETS", "Layout", "bucket", "buckets_of", "layout", "span_end", "width_for"]
 
 MAX_BUCKETS = 60
 _WIDTHS = tuple(
@@ -48,12 +48,28 @@ def _floor(moment: datetime, width: timedelta) -> datetime:
         return moment
 
 
+def span_end(until: datetime | None, last: datetime | None) -> datetime | None:
+    """Where the timeline ends: ``until`` (exclusive), else just past ``last``, the
+    newest event (so the bucket holding it is drawn, not one that ends at its time).
+
+    >>> t = datetime(2026, 3, 1, 12, 0, 3, tzinfo=UTC)
+    >>> span_end(None, t) - t, span_end(t, None) == t
+    (datetime.timedelta(microseconds=1), True)
+    """
+    if until is not None or last is None:
+        return until
+    return last + _TICK if _LAST - last >= _TICK else last
+
+
+_TICK = timedelta(microseconds=1)
+
 Layout = tuple[datetime, timedelta, int]
 """``(first bucket start, width, number of buckets)``."""
 
 
 def layout(start: datetime | None, end: datetime | None) -> Layout | None:
-    """Where the buckets over ``[start, end]`` lie; None when there is no span. The
+    """Where the buckets over ``[start, end)`` lie (``end`` exclusive: give
+    :func:`span_end`); None when there is no span. The
     width is the smallest that gives at most :data:`MAX_BUCKETS` buckets once the first
     is aligned (an hour from 10:00:30 is 61 minutes from 10:00: 5-minute buckets).
 
@@ -67,7 +83,7 @@ def layout(start: datetime | None, end: datetime | None) -> Layout | None:
     width = width_for(end - start)
     while True:
         first = _floor(start, width)
-        count = max(1, -(-(end - first) // width))  # ceil; an event at `end` lands in the last
+        count = max(1, -(-(end - first) // width))  # ceil
         if count <= MAX_BUCKETS:
             return first, width, count
         wider = [w for w in _WIDTHS if w > width]
@@ -80,7 +96,7 @@ def bucket(
     start: datetime | None,
     end: datetime | None,
 ) -> tuple[TimeBucket, ...]:
-    """Count ``actions`` and ``denials`` (event times) per bucket over ``[start, end]``."""
+    """Count ``actions`` and ``denials`` (event times) per bucket over ``[start, end)``."""
     where = layout(start, end)
     if where is None:
         return ()

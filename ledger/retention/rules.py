@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 
 from ledger.errors import RetentionError, ValidationError
 from ledger.integrity.policy_change import lowers
-from ledger.timefmt import check_duration, format_duration, format_time
+from ledger.timefmt import check_duration, format_duration, format_time, round_up_finer
 
 __all__ = [
     "MAX_REASON",
@@ -61,7 +61,7 @@ def parse_date(text: str, *, what: str = "date") -> datetime:
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"{what}: give a date (2026-01-31) or an RFC 3339 time")
     value = text.strip()
-    if re.fullmatch(r"\d{4}-\d\d-\d\d", value):
+    if re.fullmatch(r"\d{4}-\d\d-\d\d", value, re.ASCII):
         try:
             return datetime.fromisoformat(value).replace(tzinfo=UTC)
         except ValueError:
@@ -73,13 +73,7 @@ def parse_date(text: str, *, what: str = "date") -> datetime:
             f"{what}: {text!r} is not a date (2026-01-31) or an RFC 3339 time with a zone "
             "(2026-01-31T12:00:00Z)"
         ) from None
-    finer = re.search(r"[.,]\d{6}(\d+)", value)
-    if finer is not None and int(finer.group(1)):
-        try:
-            moment += timedelta(microseconds=1)
-        except OverflowError:
-            raise ValidationError(f"{what}: {text!r} is out of range") from None
-    return moment
+    return round_up_finer(moment, value, field=what)
 
 
 MAX_REASON = 1000

@@ -31,7 +31,7 @@ from ledger.model.event import Event
 from ledger.model.marks import failed
 from ledger.model.values import Kind, Verdict
 from ledger.sinks.base import Closing, RunSummary, check_limit, check_member, check_text
-from ledger.timefmt import coerce_time
+from ledger.timefmt import coerce_bound
 
 __all__ = ["MemoryReader"]
 
@@ -171,8 +171,8 @@ class _Filter:
             kind=None if kind is None else Kind(check_member(Kind, kind, "kind")),
             tool=check_text(tool, "tool", optional=True),
             verdict=None if verdict is None else Verdict(check_member(Verdict, verdict, "verdict")),
-            since=None if since is None else coerce_time(since, field="since"),
-            until=None if until is None else coerce_time(until, field="until"),
+            since=None if since is None else coerce_bound(since, field="since"),
+            until=None if until is None else coerce_bound(until, field="until"),
         )
 
     @property

@@ -26,7 +26,7 @@ from ledger.ids import ulid_text
 from ledger.model.codec import encode_event_hashed, event_and_id_from_json
 from ledger.model.event import Event
 from ledger.model.marks import failed, stated_failed
-from ledger.timefmt import coerce_time, parse_time
+from ledger.timefmt import coerce_bound, parse_time
 
 __all__ = [
     "COLUMNS",
@@ -64,9 +64,10 @@ READ_COLUMNS = (
 )  # fmt: skip
 
 
-def to_micros(value: datetime, field: str = "time") -> int:
-    """``value`` (aware) as Unix microseconds; ``ValidationError`` naming ``field``."""
-    return (coerce_time(value, field=field) - _EPOCH) // timedelta(microseconds=1)
+def to_micros(value: datetime | str, field: str = "time") -> int:
+    """``value`` (aware, or RFC 3339 text: a bound, :func:`~ledger.timefmt.coerce_bound`)
+    as Unix microseconds; ``ValidationError`` naming ``field``."""
+    return (coerce_bound(value, field=field) - _EPOCH) // timedelta(microseconds=1)
 
 
 def from_micros(value: int) -> datetime:
@@ -196,11 +197,11 @@ def read_failure(exc: BaseException) -> str:
     is not UTF-8 (which only SQL written around the ledger stores), what to do.
 
     >>> read_failure(ValueError("Could not decode to UTF-8 column 'run_id'")).split(" (")[1]
-    'a value written outside the ledger; run `ledger db check`)'
+    'a value written outside the ledger)'
     """
     text = str(exc)
     if "Could not decode to UTF-8" in text:
-        text += " (a value written outside the ledger; run `ledger db check`)"
+        text += " (a value written outside the ledger)"
     return text
 
 
