@@ -223,14 +223,19 @@ def _canonical_part(raw: str) -> Any:
     canonicalized inside a one-member object so it sits at the same depth as in the
     event, and every depth rule applies exactly as there."""
     try:
-        value = loads_exact(raw)  # an integer beyond 64 bits kept exact: no RFC 8785 form
-    except (orjson.JSONDecodeError, CanonicalizationError):
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
     if type(value) is dict and "".join(value).isascii() and _flat_safe(value.values()):
         # ledger.canonical's own fast rule for this simple case: ASCII keys sort as
         # UTF-16 does, and strings, safe integers, booleans and null are written by
-        # orjson exactly as RFC 8785 writes them
+        # orjson exactly as RFC 8785 writes them. Exact as read: orjson reads an integer
+        # beyond 64 bits as a float, and a flat safe object holds none
         return value
+    try:
+        value = loads_exact(raw, value)  # an integer beyond 64 bits kept exact: no form
+    except CanonicalizationError:
+        return None
     try:
         return orjson.Fragment(canonical_bytes({"a": value}, "rfc8785")[5:-1])
     except CanonicalizationError:
