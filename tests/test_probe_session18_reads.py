@@ -133,3 +133,12 @@ def test_text_that_is_not_utf8_is_named_by_its_row(tmp_path: Path, column: str) 
         assert found.exit_code == 1, (command, found.output)
         assert f"seq=3 (event_id {event_id})" in found.output, (command, found.output)
         assert "Traceback" not in found.output
+
+
+def test_a_limit_of_zero_names_no_event_to_continue_after(tmp_path: Path) -> None:
+    url = f"sqlite:///{_sqlite(tmp_path, [_action('a', T0)])}"
+    for form in ("--json", "--csv", "--nl"):
+        found = CliRunner().invoke(cli, ["events", "--db", url, form, "--limit", "0"])
+        assert found.exit_code == 0 and "--after" not in found.stderr, found.stderr
+    table = CliRunner().invoke(cli, ["events", "--db", url, "--limit", "0"])
+    assert "--after" not in table.stdout

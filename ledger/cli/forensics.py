@@ -333,7 +333,7 @@ def events(
             csv = form == "csv"
             shape = csv_event_dict if csv else event_dict
             emit_listing(map(shape, found), form, CSV_EVENT_COLUMNS if csv else EVENT_COLUMNS)
-            if listed.more:  # stdout holds the events alone: say it on stderr
+            if listed.more and listed.last:  # stdout holds the events alone: say it on stderr
                 click.echo(
                     f"limit reached ({limit} events): continue with --after {listed.last}, "
                     "or give a larger --limit",
@@ -371,7 +371,7 @@ def events(
         table.min_width = cell_len(table.title)  # a title wider than the columns stays whole
     console = stdout()
     console.print(table)
-    if listed.more:
+    if listed.more and last:
         console.print(f"limit reached: continue with --after {last}")
     elif count:
         console.print(f"last event {last} (tail with --after {last})")

@@ -284,6 +284,8 @@ class _Pass:
         if not problem and stored is not None:  # the hash vouches for the JSON it was made of
             kind = row[_KIND]
             if kind not in _CALL_KIND_NAMES:
+                if kind == _REQUEST:  # the run started in the window: nothing lies before it
+                    self._state(row[2]).started.add(row[2])
                 self._seen(row[_TIME])
                 return
             try:
@@ -309,7 +311,7 @@ class _Pass:
             allowed = event.verdict is Verdict.ALLOWED
             self.per_tool.setdefault(event.tool, [0, 0])[0 if allowed else 1] += 1
             self.added.append((micros, allowed))
-        if event.kind in _CALL_KINDS:
+        if event.kind in _CALL_KINDS or event.kind is Kind.REQUEST:
             self._state(event.run_id).add(event)
 
     def beside(self, row: Any, low: int, high: int) -> None:
@@ -352,6 +354,7 @@ class _Pass:
 
 
 _CALL_KIND_NAMES = frozenset(k.value for k in _CALL_KINDS)
+_REQUEST = Kind.REQUEST.value
 
 
 class Restream(Exception):

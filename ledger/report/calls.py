@@ -266,6 +266,9 @@ class CallPass:
     marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
     not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
     orphans: list[Record] = field(default_factory=list)
+    # runs whose request is in the window: none of their events lies before it
+    started: set[str] = field(default_factory=set)
+    early_marks: set[tuple[str, str]] = field(default_factory=set)  # decided before it
     # each call's first decision: its policy (label), approval, and the erasure mark of
     # an erased approval ("" when none was)
     decided: dict[tuple[str, str], tuple[str, Approval | None, str]] = field(default_factory=dict)
@@ -293,6 +296,8 @@ class CallPass:
         kind = e.kind
         if kind is Kind.ACTION:
             self._action(e)
+        elif kind is Kind.REQUEST:
+            self.started.add(e.run_id)
         elif kind is Kind.TOOL_RESULT:
             self._result(e)
         elif kind is Kind.GATE_DECISION and e.call_id:
@@ -370,17 +375,21 @@ class CallPass:
             self.before.add(key)
         elif e.kind is Kind.ACTION:
             self.not_allowed.add(key)
-        elif e.kind is Kind.GATE_DECISION and e.call_id and key not in self.marks:
+        elif e.kind is Kind.GATE_DECISION and e.call_id and key not in self.early_marks:
+            # read in commit order: the first decision before the window is the call's
+            # first, ahead of any in the window
+            self.early_marks.add(key)
             self.marks[key] = decision_mark(cast(Event, e))
 
     def cut_calls(self) -> set[tuple[str, str]]:
-        """The calls of results that have no safe-read decision or allowed action in
-        the window: their runs are read again before the window's start
-        (:meth:`outside_window`). A decision that is no safe read settles nothing: the
-        call's allowed action may lie before the window."""
-        safe = {k for k, m in self.marks.items() if m is DecisionMark.SAFE}
-        settled = safe | self.allowed.keys() | self.before
-        return {(e.run_id, e.call_id) for e in self.orphans} - settled
+        """The calls of results with no allowed action before them in the window, in
+        runs whose request is not in it (a run that started before the window): their
+        actions and decisions before the window's start are read
+        (:meth:`outside_window`), whatever the window holds of them after (a safe-read
+        decision, an allowed action after the result): the calls are judged as over the
+        whole history. A run whose request is in the window has nothing before it."""
+        started = self.started
+        return {(e.run_id, e.call_id) for e in self.orphans if e.run_id not in started}
 
     def cut_runs(self) -> list[str]:
         """The runs of :meth:`cut_calls`."""
@@ -416,7 +425,8 @@ class CallPass:
             tally.approved.add(a)
         for held in (self.allowed, self.marks, self.decided):
             held.clear()
-        for keys in (self.before, self.results, self.not_allowed, self.who_runs):
+        for keys in (self.before, self.results, self.not_allowed, self.who_runs, self.started,
+                     self.early_marks):  # fmt: skip
             keys.clear()
         self.orphans.clear()
 

@@ -163,6 +163,12 @@ def undecodable_rows(path: Path, exc: BaseException) -> str:
     )
 
 
+def _stale(exc: BaseException | None) -> bool:
+    """True for SQLite's refusal of a leaf index already stored: the rows were numbered
+    on a range another writer extended."""
+    return isinstance(exc, sqlite3.IntegrityError) and "leaf_index" in str(exc)
+
+
 def _utf8(value: bytes) -> bool:
     try:
         value.decode("utf-8")
@@ -411,9 +417,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
                     errors = [self._duplicate(conn, items[0], exc)]
                 else:
                     errors, after = self._insert_each(conn, items, frontier, latest)
-                if not all(e is None or isinstance(e, DuplicateEvent) for e in errors):
-                    # not an id stored before: nothing of the batch may go in, and the
-                    # numbering is read afresh from the log at the next write
+                if any(_stale(e) for e in [exc, *(e.__cause__ for e in errors if e)]):
+                    # numbered on a range another writer extended: nothing of the batch
+                    # goes in, and the log is read afresh at the next write
                     conn.execute("ROLLBACK")
                     self._appender.forget()
                     self._since_last = None
@@ -607,12 +613,14 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
         return self._refused(exc)
 
     def _refused(self, exc: sqlite3.IntegrityError) -> StorageError:
-        """The error of a write SQLite refused for another reason than a stored id."""
-        return StorageError(
+        """The error of a write SQLite refused for another reason than a stored id (a
+        constraint or trigger added to the table, a leaf index another writer took)."""
+        error = StorageError(
             f"SQLite ledger {self.path}: the write was refused ({exc}) and nothing of it was "
-            "stored; the writer reads the log afresh at its next write: try again, and run "
-            "`ledger verify` if it fails again"
+            "stored; try again, and run `ledger verify` if it fails again"
         )
+        error.__cause__ = exc
+        return error
 
     def _abandon(self, conn: sqlite3.Connection) -> None:
         try:
