@@ -29,8 +29,10 @@ REF = [Ref(source="tool", id="01J00000000000000000000000", hash="sha256:ab")]
 
 # one call: the records the gate may leave for it, in the order they are recorded
 _STEPS = st.lists(
-    st.sampled_from(["safe", "unsafe", "allowed", "denied", "result"]), min_size=1, max_size=4
-)
+    st.sampled_from(["safe", "unsafe", "allowed", "denied", "result", "request"]),
+    min_size=1,
+    max_size=4,
+)  # "request": the run id serves another request meanwhile (a new turn)
 
 
 def _run(run: str, start: int, calls: list[list[str]], request: bool) -> list[Event]:
@@ -42,10 +44,12 @@ def _run(run: str, start: int, calls: list[list[str]], request: bool) -> list[Ev
     for n, steps in enumerate(calls):
         call = f"c{n}"
         for i, step in enumerate(steps):
-            if step != "result" and "result" in steps[:i]:
+            if step not in ("result", "request") and "result" in steps[:i]:
                 continue  # the gate decides and records the action before the tool runs
             when = next(at)
-            if step in ("safe", "unsafe"):
+            if step == "request":
+                events.append(Event(kind="request", run_id=run, time=when, args='"more"'))
+            elif step in ("safe", "unsafe"):
                 label = "safe:read" if step == "safe" else "policy:writes"
                 events.append(
                     Event(kind="gate_decision", run_id=run, call_id=call, tool="t",
@@ -82,15 +86,30 @@ def _keys(findings: Any, since: datetime, until: datetime | None) -> set[tuple[s
     }
 
 
-def _judged(reader: Any, since: datetime, until: datetime | None) -> tuple[set[Any], set[Any]]:
+def _judged(reader: Any, since: datetime, until: datetime | None) -> tuple[set[Any], set[Any], int]:
     report = build_report(reader, since=since, until=until)
-    return _keys(report.unsafe_without_intent, since, until), _keys(
-        report.missing_results, since, until
+    return (
+        _keys(report.unsafe_without_intent, since, until),
+        _keys(report.missing_results, since, until),
+        sum(t.succeeded for t in report.tools),
     )
 
 
+def _answered(events: list[Event], since: datetime, until: datetime | None) -> int:
+    """The results in the window that answer an allowed action recorded before them."""
+    allowed: set[tuple[str, str]] = set()
+    count = 0
+    for e in events:
+        if e.kind == "action" and e.verdict == "allowed":
+            allowed.add((e.run_id, e.call_id))
+        inside = since <= e.time and (until is None or e.time < until)
+        if e.kind == "tool_result" and inside and (e.run_id, e.call_id) in allowed:
+            count += 1
+    return count
+
+
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(events=_LEDGERS, cut=st.integers(0, 60), span=st.one_of(st.none(), st.integers(1, 40)))
 def test_a_window_judges_calls_as_the_whole_history_does(
@@ -113,7 +132,35 @@ def test_a_window_judges_calls_as_the_whole_history_does(
     with SQLiteSink(path) as sink:
         sink.record_many(events)
         for reader in (MemoryReader(events), sink):
-            unsafe, missing = _judged(reader, since, until)
+            unsafe, missing, succeeded = _judged(reader, since, until)
             assert unsafe == want[0]
             if not twice:
                 assert missing == want[1]
+            assert succeeded == _answered(events, since, until)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_call_of_an_earlier_turn_ending_in_the_window_is_read_back(
+    tmp_path: Path, backend: str
+) -> None:
+    """One run id serving two requests (a conversation): the first turn's call, allowed
+    before the window, ends in it after the second turn's request."""
+
+    def at(s: int) -> datetime:
+        return T0 + timedelta(seconds=s)
+
+    events = [
+        Event(kind="request", run_id="conv", time=at(0), args='"one"'),
+        Event(kind="action", run_id="conv", call_id="c1", tool="t", verdict="allowed",
+              args={}, refs=REF, reason="r", time=at(1)),
+        Event(kind="request", run_id="conv", time=at(11), args='"two"'),
+        Event(kind="tool_result", run_id="conv", call_id="c1", tool="t", result="1",
+              time=at(12)),
+    ]  # fmt: skip
+    reader: Any = MemoryReader(events)
+    if backend == "sqlite":
+        reader = SQLiteSink(tmp_path / "l.db")
+        reader.record_many(events)
+    report = build_report(reader, since=at(10))
+    assert report.unsafe_without_intent == ()
+    assert [t.succeeded for t in report.tools] == [1]

@@ -284,7 +284,7 @@ class _Pass:
         if not problem and stored is not None:  # the hash vouches for the JSON it was made of
             kind = row[_KIND]
             if kind not in _CALL_KIND_NAMES:
-                if kind == _REQUEST:  # the run started in the window: nothing lies before it
+                if kind == _REQUEST:  # the run's start (see CallPass.cut_calls)
                     self._state(row[2]).started.add(row[2])
                 self._seen(row[_TIME])
                 return

@@ -16,10 +16,12 @@ what was approved by whom.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, cast
+
+import sqlalchemy as sa
 
 from ledger.chain.parts import DecisionMark, decision_mark, unintended_reason
 from ledger.errors import CorruptRecord
@@ -39,6 +41,7 @@ from ledger.report.model import (
     WhoStats,
 )
 from ledger.sinks.base import Reader
+from ledger.sinks.sql import SQLReader
 
 __all__ = [
     "CallPass",
@@ -266,7 +269,7 @@ class CallPass:
     marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
     not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
     orphans: list[Record] = field(default_factory=list)
-    # runs whose request is in the window: none of their events lies before it
+    # runs whose request is in the window (their start, unless a run id serves many)
     started: set[str] = field(default_factory=set)
     early_marks: set[tuple[str, str]] = field(default_factory=set)  # decided before it
     # each call's first decision: its policy (label), approval, and the erasure mark of
@@ -382,14 +385,22 @@ class CallPass:
             self.marks[key] = decision_mark(cast(Event, e))
 
     def cut_calls(self) -> set[tuple[str, str]]:
-        """The calls of results with no allowed action before them in the window, in
-        runs whose request is not in it (a run that started before the window): their
+        """The calls of results with no allowed action before them in the window whose
         actions and decisions before the window's start are read
-        (:meth:`outside_window`), whatever the window holds of them after (a safe-read
-        decision, an allowed action after the result): the calls are judged as over the
-        whole history. A run whose request is in the window has nothing before it."""
+        (:meth:`outside_window`): in a run that started before the window (its request
+        is not in it), every such call, whatever the window holds of it after the
+        result (a safe-read decision, an allowed action), so it is judged as over the
+        whole history; in a run whose request is in the window, a call the window does
+        not settle (no safe-read decision, no allowed action: a run id may serve many
+        requests, and a call of an earlier turn can end after a later turn's request)."""
+        safe = {k for k, m in self.marks.items() if m is DecisionMark.SAFE}
+        settled = safe | self.allowed.keys() | self.before
         started = self.started
-        return {(e.run_id, e.call_id) for e in self.orphans if e.run_id not in started}
+        return {
+            (e.run_id, e.call_id)
+            for e in self.orphans
+            if e.run_id not in started or (e.run_id, e.call_id) not in settled
+        }
 
     def cut_runs(self) -> list[str]:
         """The runs of :meth:`cut_calls`."""
@@ -436,7 +447,13 @@ class CallPass:
         for e in self.orphans:
             key = (e.run_id, e.call_id)
             if e.call_id and key in self.before:
-                continue  # its intent was committed just before the window: not a violation
+                # its intent was committed before the window: a result, as in the window
+                stats = self.tool(e.tool)
+                if failed(e):
+                    stats.failed += 1
+                else:
+                    stats.succeeded += 1
+                continue
             if e.call_id and key in self.allowed:
                 found.append(finding(e, "the result was recorded before its intent was committed"))
                 continue
@@ -507,14 +524,47 @@ def look_across(
     back inside a run can break that (docs/cli.md says so)."""
     if since is not None:  # the intents and decisions of the cut calls alone are kept
         wanted = state.cut_calls()
-        for run in sorted({run for run, _ in wanted}):
-            for kind in (Kind.ACTION, Kind.GATE_DECISION):
-                for e in each_event(reader, state.skipped, run_id=run, kind=kind, until=since):
-                    if (e.run_id, e.call_id) in wanted:
-                        state.outside_window(e)
+        for kind in (Kind.ACTION, Kind.GATE_DECISION):
+            for e in _across(reader, state.skipped, wanted, kind, until=since):
+                state.outside_window(e)
     if until is not None:
         wanted = state.open_calls()
-        for run in sorted({run for run, _ in wanted}):
-            for e in each_event(reader, state.skipped, run_id=run, kind="tool_result", since=until):
+        for e in _across(reader, state.skipped, wanted, Kind.TOOL_RESULT, since=until):
+            state.results.add((e.run_id, e.call_id))
+
+
+def _across(
+    reader: Reader,
+    skipped: list[CorruptRecord],
+    wanted: set[tuple[str, str]],
+    kind: Kind,
+    **window: datetime,
+) -> Iterator[Record]:
+    """The events of ``kind`` of the calls ``wanted`` in ``window`` (before the window's
+    start, or from its end on), in commit order. A SQL reader, whose rows are indexed by
+    run, reads each run of them that has rows there (found by one query for 500 runs);
+    any other reader is read once."""
+    if not wanted:
+        return
+    if isinstance(reader, SQLReader):
+        for run in _runs_with_rows(reader, sorted({run for run, _ in wanted}), **window):
+            for e in each_event(reader, skipped, run_id=run, kind=kind, **window):
                 if (e.run_id, e.call_id) in wanted:
-                    state.results.add((e.run_id, e.call_id))
+                    yield e
+        return
+    for e in each_event(reader, skipped, kind=kind, **window):
+        if (e.run_id, e.call_id) in wanted:
+            yield e
+
+
+def _runs_with_rows(reader: SQLReader, runs: list[str], **window: datetime) -> list[str]:
+    """Those of ``runs`` that have rows in ``window`` (``since`` or ``until``)."""
+    t = reader._table
+    where = reader._window(window.get("since"), window.get("until"))
+    found: set[str] = set()
+    with reader._reading() as conn:
+        for first in range(0, len(runs), 500):
+            part = runs[first : first + 500]
+            query = sa.select(t.c.run_id).where(t.c.run_id.in_(part), *where).distinct()
+            found.update(run for (run,) in conn.execute(query))
+    return sorted(found)

@@ -402,15 +402,13 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             try:
                 if len(rows) == 1:
                     conn.execute(_INSERT, numbered[0])
-                elif len(rows) <= _STATEMENT_ROWS:
-                    conn.execute(_insert_sql(len(rows)), _flat(numbered))
-                else:
-                    conn.execute("SAVEPOINT ledger_batch")
+                else:  # in a savepoint: a failed statement may leave rows it wrote
+                    conn.execute("SAVEPOINT ledger_batch")  # (a trigger's RAISE(FAIL))
                     self._insert_rows(conn, numbered)
                     conn.execute("RELEASE ledger_batch")
                 errors = [None] * len(items)
             except sqlite3.IntegrityError as exc:
-                if len(rows) > _STATEMENT_ROWS:
+                if len(rows) > 1:
                     conn.execute("ROLLBACK TO ledger_batch")
                     conn.execute("RELEASE ledger_batch")
                 if len(items) == 1:

@@ -130,23 +130,27 @@ def test_a_write_refused_for_another_reason_than_a_stored_id_is_no_duplicate(
     assert [r[0] for r in _leaves(path)] == [0, 1, 2]
 
 
-def test_a_caller_the_table_refuses_fails_alone_in_its_group_commit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["ABORT", "FAIL"])
+def test_a_caller_the_table_refuses_fails_alone_in_its_group_commit(
+    tmp_path: Path, how: str
+) -> None:
     """A constraint the table was given by hand (a trigger here) refuses one caller's
     row: that caller gets the refusal, not a duplicate, and the others in the same
-    transaction are stored."""
+    transaction are stored (with FAIL, SQLite keeps the rows the failed statement had
+    written: they are undone before each caller is tried alone)."""
     path = tmp_path / "l.db"
     with SQLiteSink(path) as sink:
         sink.commit_action(action("r", "first"))
         with closing(sqlite3.connect(path)) as conn:
             conn.execute(
                 "CREATE TRIGGER no_bad BEFORE INSERT ON events WHEN NEW.tool = 'bad' "
-                "BEGIN SELECT RAISE(ABORT, 'bad tool'); END"
+                f"BEGIN SELECT RAISE({how}, 'bad tool'); END"
             )
             conn.commit()
-        good, bad, other = action("r", "g"), action("r", "b", tool="bad"), action("r", "o")
-        errors = sink._write_batch([[sink._row(e)] for e in (good, bad, other)])
-        assert errors[0] is None and errors[2] is None
-        assert isinstance(errors[1], StorageError) and not isinstance(errors[1], DuplicateEvent)
-        assert "bad tool" in str(errors[1])
+        good, other, bad = action("r", "g"), action("r", "o"), action("r", "b", tool="bad")
+        errors = sink._write_batch([[sink._row(e)] for e in (good, other, bad)])
+        assert errors[0] is None and errors[1] is None
+        assert isinstance(errors[2], StorageError) and not isinstance(errors[2], DuplicateEvent)
+        assert "bad tool" in str(errors[2])
         assert {e.call_id for e in sink.events()} == {"first", "g", "o"}
         assert verify_ledger(sink, None).ok
