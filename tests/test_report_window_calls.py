@@ -4,8 +4,8 @@ allowed actions in the window without a result (``missing_results``) are those o
 whole ledger's report that lie in the window, however the window's edges cut the calls
 (an intent before the window and its result in it, a safe-read decision in the window
 after a denied action before it, a result after the window's end). Clocks run forward
-within a run; a call's decisions and actions come in any order and number before its
-result (a result with no allowed action before it is the violation judged). A result
+within a run; a call's decisions (before its actions) and actions come in any number
+before its result (a result with no allowed action before it is the violation judged). A result
 recorded before its intent, across the window's start, is judged otherwise by the two
 (the window lists the intent without a result, the whole history the result before its
 intent): that case is left out."""
@@ -46,6 +46,8 @@ def _run(run: str, start: int, calls: list[list[str]], request: bool) -> list[Ev
         for i, step in enumerate(steps):
             if step not in ("result", "request") and "result" in steps[:i]:
                 continue  # the gate decides and records the action before the tool runs
+            if step in ("safe", "unsafe") and {"allowed", "denied"} & set(steps[:i]):
+                continue  # and decides before it records the action
             when = next(at)
             if step == "request":
                 events.append(Event(kind="request", run_id=run, time=when, args='"more"'))
@@ -86,12 +88,21 @@ def _keys(findings: Any, since: datetime, until: datetime | None) -> set[tuple[s
     }
 
 
-def _judged(reader: Any, since: datetime, until: datetime | None) -> tuple[set[Any], set[Any], int]:
+def _approved(report: Any, since: datetime, until: datetime | None) -> set[Any]:
+    return {
+        (a.run_id, a.call_id, a.policy, a.approver)
+        for a in report.approved
+        if since <= a.time and (until is None or a.time < until)
+    }
+
+
+def _judged(reader: Any, since: datetime, until: datetime | None) -> tuple[Any, ...]:
     report = build_report(reader, since=since, until=until)
     return (
         _keys(report.unsafe_without_intent, since, until),
         _keys(report.missing_results, since, until),
         sum(t.succeeded for t in report.tools),
+        _approved(report, since, until),
     )
 
 
@@ -132,10 +143,11 @@ def test_a_window_judges_calls_as_the_whole_history_does(
     with SQLiteSink(path) as sink:
         sink.record_many(events)
         for reader in (MemoryReader(events), sink):
-            unsafe, missing, succeeded = _judged(reader, since, until)
+            unsafe, missing, succeeded, approved = _judged(reader, since, until)
             assert unsafe == want[0]
             if not twice:
                 assert missing == want[1]
+                assert approved == _approved(whole, since, until)  # policy as first decided
             assert succeeded == _answered(events, since, until)
 
 

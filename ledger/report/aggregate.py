@@ -285,7 +285,10 @@ class _Pass:
             kind = row[_KIND]
             if kind not in _CALL_KIND_NAMES:
                 if kind == _REQUEST:  # the run's start (see CallPass.cut_calls)
-                    self._state(row[2]).started.add(row[2])
+                    state = self._state(row[2])
+                    if row[2] not in state.touched:
+                        state.started.add(row[2])
+                    state.touched.add(row[2])
                 self._seen(row[_TIME])
                 return
             try:

@@ -269,8 +269,10 @@ class CallPass:
     marks: dict[tuple[str, str], DecisionMark] = field(default_factory=dict)  # first decisions
     not_allowed: set[tuple[str, str]] = field(default_factory=set)  # calls with other actions
     orphans: list[Record] = field(default_factory=list)
-    # runs whose request is in the window (their start, unless a run id serves many)
+    # runs whose first record in the window is a request (their start, unless a run id
+    # serves many), and the runs seen
     started: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)
     early_marks: set[tuple[str, str]] = field(default_factory=set)  # decided before it
     # each call's first decision: its policy (label), approval, and the erasure mark of
     # an erased approval ("" when none was)
@@ -297,20 +299,19 @@ class CallPass:
             if self.last is None or e.time > self.last:
                 self.last = e.time
         kind = e.kind
+        if e.run_id not in self.touched:
+            self.touched.add(e.run_id)
+            if kind is Kind.REQUEST:
+                self.started.add(e.run_id)
         if kind is Kind.ACTION:
             self._action(e)
-        elif kind is Kind.REQUEST:
-            self.started.add(e.run_id)
         elif kind is Kind.TOOL_RESULT:
             self._result(e)
         elif kind is Kind.GATE_DECISION and e.call_id:
             key = (e.run_id, e.call_id)
             if key not in self.marks:
                 self.marks[key] = decision_mark(cast(Event, e))
-            # the policy (label) that allowed it reads as erased, never as none
-            self.decided.setdefault(
-                key, (e.label or erased_text(e, "label"), e.approval, erased_text(e, "approval"))
-            )
+            self.decided.setdefault(key, _decision(e))
 
     def _who(self, e: Record, allowed: bool) -> None:
         for table, who, kind in (
@@ -380,9 +381,10 @@ class CallPass:
             self.not_allowed.add(key)
         elif e.kind is Kind.GATE_DECISION and e.call_id and key not in self.early_marks:
             # read in commit order: the first decision before the window is the call's
-            # first, ahead of any in the window
+            # first, ahead of any in the window (its mark, and its policy and approval)
             self.early_marks.add(key)
             self.marks[key] = decision_mark(cast(Event, e))
+            self.decided[key] = _decision(e)
 
     def cut_calls(self) -> set[tuple[str, str]]:
         """The calls of results with no allowed action before them in the window whose
@@ -392,11 +394,15 @@ class CallPass:
         result (a safe-read decision, an allowed action), so it is judged as over the
         whole history; in a run whose request is in the window, a call the window does
         not settle (no safe-read decision, no allowed action: a run id may serve many
-        requests, and a call of an earlier turn can end after a later turn's request)."""
+        requests, and a call of an earlier turn can end after a later turn's request);
+        and every allowed action in a run that started before the window, whose first
+        decision (the policy, the approval the report lists) may lie before it."""
         safe = {k for k, m in self.marks.items() if m is DecisionMark.SAFE}
         settled = safe | self.allowed.keys() | self.before
         started = self.started
-        return {
+        # and every allowed action of a run that started before the window: the call's
+        # first decision (its policy, its approval) may lie before the window
+        return {k for k in self.allowed if k[0] not in started} | {
             (e.run_id, e.call_id)
             for e in self.orphans
             if e.run_id not in started or (e.run_id, e.call_id) not in settled
@@ -420,8 +426,8 @@ class CallPass:
     def cut(self, since: datetime | None, until: datetime | None) -> bool:
         """True when a call of these runs may be settled by events outside the window
         ``[since, until)`` (:func:`look_across` reads them)."""
-        return bool(since is not None and self.orphans and self.cut_runs()) or bool(
-            until is not None and self.allowed and self.open_runs()
+        return bool(since is not None and self.cut_calls()) or bool(
+            until is not None and self.allowed and self.open_calls()
         )
 
     def finish(self) -> None:
@@ -437,7 +443,7 @@ class CallPass:
         for held in (self.allowed, self.marks, self.decided):
             held.clear()
         for keys in (self.before, self.results, self.not_allowed, self.who_runs, self.started,
-                     self.early_marks):  # fmt: skip
+                     self.touched, self.early_marks):  # fmt: skip
             keys.clear()
         self.orphans.clear()
 
@@ -511,6 +517,12 @@ class CallPass:
         return out
 
 
+def _decision(e: Record) -> tuple[str, Approval | None, str]:
+    """A gate decision's policy (label: one erased reads as erased, never as none), its
+    approval, and the erasure mark of an erased approval ("" when none was)."""
+    return e.label or erased_text(e, "label"), e.approval, erased_text(e, "approval")
+
+
 def look_across(
     state: CallPass, reader: Reader, since: datetime | None, until: datetime | None
 ) -> None:
@@ -523,13 +535,12 @@ def look_across(
     dated before the window's start cannot answer an intent in it. A clock that stepped
     back inside a run can break that (docs/cli.md says so)."""
     if since is not None:  # the intents and decisions of the cut calls alone are kept
-        wanted = state.cut_calls()
-        for kind in (Kind.ACTION, Kind.GATE_DECISION):
-            for e in _across(reader, state.skipped, wanted, kind, until=since):
-                state.outside_window(e)
+        kinds = (Kind.ACTION, Kind.GATE_DECISION)
+        for e in _across(reader, state.skipped, state.cut_calls(), kinds, until=since):
+            state.outside_window(e)
     if until is not None:
         wanted = state.open_calls()
-        for e in _across(reader, state.skipped, wanted, Kind.TOOL_RESULT, since=until):
+        for e in _across(reader, state.skipped, wanted, (Kind.TOOL_RESULT,), since=until):
             state.results.add((e.run_id, e.call_id))
 
 
@@ -537,24 +548,27 @@ def _across(
     reader: Reader,
     skipped: list[CorruptRecord],
     wanted: set[tuple[str, str]],
-    kind: Kind,
+    kinds: tuple[Kind, ...],
     **window: datetime,
 ) -> Iterator[Record]:
-    """The events of ``kind`` of the calls ``wanted`` in ``window`` (before the window's
-    start, or from its end on), in commit order. A SQL reader, whose rows are indexed by
-    run, reads each run of them that has rows there (found by one query for 500 runs);
-    any other reader is read once."""
+    """The events of ``kinds`` (kind by kind) of the calls ``wanted`` in ``window``
+    (before the window's start, or from its end on), in commit order for each call. A
+    SQL reader, whose rows are indexed by run, reads each run of them that has rows
+    there (found by one query for 500 runs); any other reader is read once a kind."""
     if not wanted:
         return
     if isinstance(reader, SQLReader):
-        for run in _runs_with_rows(reader, sorted({run for run, _ in wanted}), **window):
-            for e in each_event(reader, skipped, run_id=run, kind=kind, **window):
-                if (e.run_id, e.call_id) in wanted:
-                    yield e
+        runs = _runs_with_rows(reader, sorted({run for run, _ in wanted}), **window)
+        for kind in kinds:
+            for run in runs:
+                for e in each_event(reader, skipped, run_id=run, kind=kind, **window):
+                    if (e.run_id, e.call_id) in wanted:
+                        yield e
         return
-    for e in each_event(reader, skipped, kind=kind, **window):
-        if (e.run_id, e.call_id) in wanted:
-            yield e
+    for kind in kinds:
+        for e in each_event(reader, skipped, kind=kind, **window):
+            if (e.run_id, e.call_id) in wanted:
+                yield e
 
 
 def _runs_with_rows(reader: SQLReader, runs: list[str], **window: datetime) -> list[str]:
