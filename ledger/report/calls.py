@@ -408,20 +408,12 @@ class CallPass:
             if e.run_id not in started or (e.run_id, e.call_id) not in settled
         }
 
-    def cut_runs(self) -> list[str]:
-        """The runs of :meth:`cut_calls`."""
-        return sorted({run for run, _ in self.cut_calls()})
-
     def open_calls(self) -> set[tuple[str, str]]:
         """Allowed actions with no result yet: their runs are read again after the
         window. A result recorded before its intent answers it (:meth:`_unsafe` lists
         that)."""
         answered = self.results | {(e.run_id, e.call_id) for e in self.orphans if e.call_id}
         return set(self.allowed.keys()) - answered
-
-    def open_runs(self) -> list[str]:
-        """The runs of :meth:`open_calls`."""
-        return sorted({run for run, _ in self.open_calls()})
 
     def cut(self, since: datetime | None, until: datetime | None) -> bool:
         """True when a call of these runs may be settled by events outside the window

@@ -142,13 +142,9 @@ def check_database(url: str) -> DatabaseCheck:
         orig = exc.orig or exc
         if parsed.path is None or "Could not decode to UTF-8" not in str(orig):
             raise
-        from ledger.sinks.rows import read_failure
-        from ledger.sinks.sqlite import undecodable_rows
+        from ledger.sinks.rows import sqlite_read_failed
 
-        raise StorageError(
-            f"SQLite ledger {parsed.path}: read failed: {read_failure(orig)}"
-            + undecodable_rows(parsed.path, orig)
-        ) from exc
+        raise StorageError(sqlite_read_failed(parsed.path, orig)) from exc
 
 
 def _check_database(url: str, parsed: LedgerURL) -> DatabaseCheck:

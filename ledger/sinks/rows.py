@@ -15,7 +15,11 @@ the JSON (the truth) wins.
 from __future__ import annotations
 
 import logging
+import re
+import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -42,6 +46,7 @@ __all__ = [
     "parse_row",
     "read_failure",
     "row_dicts",
+    "sqlite_read_failed",
     "to_micros",
 ]
 
@@ -203,6 +208,49 @@ def read_failure(exc: BaseException) -> str:
     if "Could not decode to UTF-8" in text:
         text += " (a value written outside the ledger)"
     return text
+
+
+def sqlite_read_failed(path: Path | str, exc: BaseException) -> str:
+    """The message of a failed read of the SQLite ledger ``path``: :func:`read_failure`,
+    and for text that is not UTF-8 in a column of the events table the rows that hold
+    it, found by one scan of that column as bytes (a failure's cost only)."""
+    text = f"SQLite ledger {path}: read failed: {read_failure(exc)}"
+    found = re.search(r"Could not decode to UTF-8 column '(\w+)'", str(exc))
+    if found is None or found.group(1) not in _TEXT_COLUMNS or not isinstance(path, Path):
+        return text
+    column = found.group(1)
+    rows: list[str] = []
+    try:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.text_factory = bytes
+            query = f"SELECT seq, CAST(event_id AS BLOB), CAST({column} AS BLOB) FROM events"
+            for seq, event_id, value in conn.execute(query):
+                if isinstance(value, bytes) and not _utf8(value):
+                    shown = event_id.decode("utf-8", "replace") if event_id else "?"
+                    rows.append(f"seq={seq} (event_id {shown})")
+                    if len(rows) == 5:
+                        break
+    except sqlite3.Error:
+        return text
+    if not rows:
+        return text
+    return (
+        f"{text}; events row(s) whose {column} is not UTF-8: {', '.join(rows)}. Nothing "
+        "the ledger writes is: the rows were changed outside it; restore them, then run "
+        "`ledger verify`"
+    )
+
+
+_TEXT_COLUMNS = frozenset(COLUMNS)  # the events columns read as text (event_json too)
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def stored_id(text: str | bytes) -> str:

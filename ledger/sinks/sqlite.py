@@ -37,12 +37,11 @@ from __future__ import annotations
 import functools
 import logging
 import random
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -60,7 +59,7 @@ from ledger.integrity.merkle import Frontier
 from ledger.model.event import Event
 from ledger.sinks.base import check_path
 from ledger.sinks.groupcommit import GroupCommitter
-from ledger.sinks.rows import COLUMNS, event_row, read_failure
+from ledger.sinks.rows import COLUMNS, event_row, sqlite_read_failed
 from ledger.sinks.schema import (
     check_sqlite_file,
     current_revision,
@@ -92,7 +91,7 @@ from ledger.sinks.tree import (
 )
 from ledger.sinks.writing import Row, Writing
 
-__all__ = ["SQLiteSink", "require_sqlite_file", "undecodable_rows"]
+__all__ = ["SQLiteSink", "require_sqlite_file"]
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,6 @@ _JSON = COLUMNS.index("event_json")
 _WRITER_BUSY_MS = 5
 _STATEMENT_ROWS = 2000  # rows per multi-row INSERT (26,000 parameters)
 _READ_HEAD = "SELECT size, root FROM tree_head WHERE id = 1"
-_TEXT_COLUMNS = frozenset((*COLUMNS, "event_json"))  # the events columns read as text
 _MARK_HEAD = "UPDATE tree_head SET size = ?, root = ? WHERE id = 1 AND size < ?"
 # the leaf_index index's last entry, and the head row's mark
 _TOP_LEAF = (
@@ -131,50 +129,10 @@ def _seconds(value: object, name: str) -> float:
     return float(value)
 
 
-def undecodable_rows(path: Path, exc: BaseException) -> str:
-    """For a read of the SQLite ledger ``path`` that met text that is not UTF-8 in a
-    column of the events table (only SQL written around the ledger stores such text):
-    the rows that hold it, found by one scan of that column as bytes (a failure's cost
-    only), as a sentence to add to the error; else ""."""
-    found = re.search(r"Could not decode to UTF-8 column '(\w+)'", str(exc))
-    if found is None or found.group(1) not in _TEXT_COLUMNS:
-        return ""
-    column = found.group(1)
-    rows: list[str] = []
-    try:
-        uri = f"{path.resolve().as_uri()}?mode=ro"
-        with closing(sqlite3.connect(uri, uri=True)) as conn:
-            conn.text_factory = bytes
-            query = f"SELECT seq, CAST(event_id AS BLOB), CAST({column} AS BLOB) FROM events"
-            for seq, event_id, value in conn.execute(query):
-                if isinstance(value, bytes) and not _utf8(value):
-                    shown = event_id.decode("utf-8", "replace") if event_id else "?"
-                    rows.append(f"seq={seq} (event_id {shown})")
-                    if len(rows) == 5:
-                        break
-    except sqlite3.Error:
-        return ""
-    if not rows:
-        return ""
-    return (
-        f"; events row(s) whose {column} is not UTF-8: {', '.join(rows)}. Nothing the "
-        "ledger writes is: the rows were changed outside it; restore them, then run "
-        "`ledger verify`"
-    )
-
-
 def _stale(exc: BaseException | None) -> bool:
     """True for SQLite's refusal of a leaf index already stored: the rows were numbered
     on a range another writer extended."""
     return isinstance(exc, sqlite3.IntegrityError) and "leaf_index" in str(exc)
-
-
-def _utf8(value: bytes) -> bool:
-    try:
-        value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _is_busy(exc: Exception) -> bool:
@@ -322,15 +280,9 @@ class SQLiteSink(Writing, TreeReading, SQLReader):
             with self._engine.connect() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
-            raise StorageError(
-                f"SQLite ledger {self.path}: read failed: {read_failure(exc.orig or exc)}"
-                + undecodable_rows(self.path, exc.orig or exc)
-            ) from exc
+            raise StorageError(sqlite_read_failed(self.path, exc.orig or exc)) from exc
         except sqlite3.Error as exc:  # a driver-level pass (the report's, say)
-            raise StorageError(
-                f"SQLite ledger {self.path}: read failed: {read_failure(exc)}"
-                + undecodable_rows(self.path, exc)
-            ) from exc
+            raise StorageError(sqlite_read_failed(self.path, exc)) from exc
 
     def _writer_conn(self) -> sqlite3.Connection:
         if self._writer is None:

@@ -66,7 +66,7 @@ from ledger.integrity.merkle import (
 from ledger.integrity.note import NoteSigner, NoteVerifier, add_signature_lines, parse_signatures
 from ledger.integrity.verify import LeafRow
 from ledger.model.erasure import tombstone_of
-from ledger.sinks.rows import COLUMNS, read_failure
+from ledger.sinks.rows import COLUMNS, sqlite_read_failed
 
 __all__ = [
     "LEAF_COLUMN",
@@ -785,8 +785,7 @@ class TreeReading:
             while chunk := cursor.fetchmany():
                 yield chunk
         except self._engine.dialect.loaded_dbapi.Error as exc:
-            where = getattr(self, "path", "")
-            raise StorageError(f"SQLite ledger {where}: read failed: {read_failure(exc)}") from exc
+            raise StorageError(sqlite_read_failed(getattr(self, "path", ""), exc)) from exc
         finally:
             raw.close()
 
