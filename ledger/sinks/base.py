@@ -44,7 +44,7 @@ __all__ = [
     "check_events",
     "check_limit",
     "check_path",
-    "check_run_writable",
+    "check_storable",
     "check_text",
     "key_limits",
     "validate_action",
@@ -320,23 +320,37 @@ def check_path(value: object, what: str) -> Path:
     return Path(text).absolute()
 
 
-def check_run_writable(event: Event) -> Event:
-    """``event``, when a writer may store it: its run id does not take the prefix
-    ``ledger-retention-`` (:data:`~ledger.model.erasure.ADMIN_RUN_PREFIX`), which names
-    the runs the ledger appends to its own log to record a retention policy, a legal
-    hold or an erasure (``ledger.retention``), and which only it writes. Otherwise
-    ``ValidationError``: a writer's look-alike record could release a hold, or stand as
-    a hold nobody placed, to whoever reads the log. What is not an ``Event`` is left to
-    the store's own check.
+def check_storable(event: Event) -> Event:
+    """``event``, when a writer may store it; otherwise ``ValidationError``. Two kinds
+    of event only the ledger writes, so that a writer's look-alike cannot pass for one:
 
-    >>> check_run_writable(Event(kind="request", run_id="r1")).run_id
+    - a run id with the prefix ``ledger-retention-``
+      (:data:`~ledger.model.erasure.ADMIN_RUN_PREFIX`) names the runs the ledger appends
+      to its own log to record a retention policy, a legal hold or an erasure
+      (``ledger.retention``): a look-alike record could release a hold, or stand as a
+      hold nobody placed, to whoever reads the log;
+    - an event carrying ``erased`` is a tombstone, which an erasure writes in place of
+      a stored event (keeping its leaf): stored as a new event it would claim an
+      erasure no record made, and ``ledger verify`` would report the ledger changed.
+
+    What is not an ``Event`` is left to the store's own check.
+
+    >>> check_storable(Event(kind="request", run_id="r1")).run_id
     'r1'
     """
-    if isinstance(event, Event) and event.run_id.startswith(ADMIN_RUN_PREFIX):
+    if not isinstance(event, Event):  # a caller without type checks: the store says
+        return event  # type: ignore[unreachable]
+    if event.run_id.startswith(ADMIN_RUN_PREFIX):
         raise ValidationError(
             f"run_id {event.run_id!r}: the prefix {ADMIN_RUN_PREFIX!r} is reserved for the "
             "ledger's own retention records (written by `ledger retention`, `ledger hold` "
             "and `ledger erase`); record these events under another run id"
+        )
+    if event.erased is not None:
+        raise ValidationError(
+            f"event {event.event_id}: it carries 'erased', which marks a tombstone; only "
+            "an erasure writes one, in place of the stored event (`ledger erase`, "
+            "Retention.erase). Record the event without 'erased'"
         )
     return event
 

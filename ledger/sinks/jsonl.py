@@ -42,7 +42,7 @@ import orjson
 from ledger.errors import CorruptRecord, SinkClosed, StorageError, ValidationError
 from ledger.fsync import fsync_path
 from ledger.model.event import Event
-from ledger.sinks.base import Closing, check_path, check_run_writable
+from ledger.sinks.base import Closing, check_path, check_storable
 from ledger.sinks.memory import MemoryReader
 
 __all__ = ["JSONLContents", "JSONLReader", "JSONLSink", "cut_short", "read_jsonl"]
@@ -101,8 +101,8 @@ class JSONLSink(Closing):
 
     def record(self, event: Event) -> None:
         """Append ``event`` as one line (one ``os.write``); fsync first if asked.
-        ``ValidationError`` for a run id of the reserved retention prefix
-        (:func:`~ledger.sinks.base.check_run_writable`)."""
+        ``ValidationError`` for a run id of the reserved retention prefix, or a tombstone
+        (:func:`~ledger.sinks.base.check_storable`)."""
         self._append(event, copied=False)
 
     def _record_copied(self, events: Iterable[Event]) -> None:
@@ -116,7 +116,7 @@ class JSONLSink(Closing):
             raise SinkClosed(f"JSONL sink {self.path} is closed; open a new one to write")
         if not isinstance(event, Event):
             raise ValidationError(f"event: expected an Event, got {type(event).__name__}")
-        line = ((event if copied else check_run_writable(event)).to_json() + "\n").encode()
+        line = ((event if copied else check_storable(event)).to_json() + "\n").encode()
         with self._lock:
             fd = self._fd
             if fd is None:

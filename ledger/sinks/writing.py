@@ -16,7 +16,7 @@ from typing import Any
 
 from ledger.errors import SinkClosed
 from ledger.model.event import Event
-from ledger.sinks.base import check_events, check_run_writable, validate_action
+from ledger.sinks.base import check_events, check_storable, validate_action
 
 __all__ = ["Row", "Writing"]
 
@@ -40,21 +40,21 @@ class Writing:
 
     def record(self, event: Event) -> None:
         """Store ``event`` durably (no validation). ``DuplicateEvent`` if its id exists;
-        ``ValidationError`` for a run id of the reserved retention prefix
-        (:func:`~ledger.sinks.base.check_run_writable`)."""
+        ``ValidationError`` for a run id of the reserved retention prefix, or a tombstone
+        (:func:`~ledger.sinks.base.check_storable`)."""
         self._check_writable()
-        self._write(lambda: [self._row(check_run_writable(event))])
+        self._write(lambda: [self._row(check_storable(event))])
 
     def commit_action(self, event: Event) -> None:
         """Validate ``event`` as a self-explaining action, then store it durably."""
         self._check_writable()
         validate_action(event)
-        self._write(lambda: [self._row(check_run_writable(event))])
+        self._write(lambda: [self._row(check_storable(event))])
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Store ``events`` in one transaction: all of them, or none when one is bad."""
         self._check_writable()
-        self._record_rows([self._row(check_run_writable(e)) for e in check_events(events)])
+        self._record_rows([self._row(check_storable(e)) for e in check_events(events)])
 
     def _record_copied(self, events: Iterable[Event]) -> None:
         """``record_many`` for ``ledger db copy``, which carries the source's retention

@@ -483,25 +483,28 @@ def test_odd_request_targets_get_pages_not_tracebacks(viewer: Viewer) -> None:
 
 
 def test_an_erased_field_shows_its_erasure(tmp_path: Path) -> None:
-    import inspect
+    from datetime import UTC, datetime
 
-    from ledger.ids import new_event_id
     from ledger.model import Event
-    from ledger.sinks import open_sink
+    from ledger.retention import Retention, Selection
+    from ledger.sinks import SQLiteSink
 
-    if "erased" not in inspect.signature(Event.__init__).parameters:
-        pytest.skip("this Event has no erasure tombstones yet")
-    erased = {"fields": ["result"], "leaf_hash": "ab" * 32, "records": [str(new_event_id())],
-              "reason": "GDPR <request> 42"}  # fmt: skip
-    url = sqlite_url(tmp_path / "erased.db")
-    with open_sink(url) as sink:
-        sink.record(Event(kind="request", run_id="r-e", args='"x"'))
-        sink.record(Event(kind="tool_result", run_id="r-e", call_id="c", tool="read_mail",
-                          erased=erased))  # fmt: skip
-    with serve(url) as v:
+    old = datetime(2025, 1, 1, tzinfo=UTC)
+    path = tmp_path / "erased.db"
+    with SQLiteSink(path) as sink:
+        sink.record(Event(kind="request", run_id="r-e", time=old, args='"x"'))
+        result = Event(kind="tool_result", run_id="r-e", call_id="c", tool="read_mail",
+                       time=old, result='{"body": "secret"}')  # fmt: skip
+        sink.record(result)
+        r = Retention(sink)
+        r.set_policy(keep="400d", floor="180d", reason="policy v1", by="dpo")
+        r.erase(Selection.of_events([result.event_id]), reason="GDPR <request> 42",
+                by="dpo", fields=["result"])  # fmt: skip
+    with serve(sqlite_url(path)) as v:
         page = fetch(v, "/run", {"id": "r-e"})
         assert page.status == 200, page.text[:300]
         assert "erased: GDPR &lt;request&gt; 42" in page.text
+        assert "secret" not in page.text
 
 
 def test_the_why_page_of_an_erased_call_shows_each_part_as_erased(tmp_path: Path) -> None:
