@@ -92,11 +92,13 @@ def _retention(url: str, *, write: bool) -> Iterator[Any]:
 def _require_ledger(parsed: Any) -> None:
     """Refuse a database (a SQLite file, a PostgreSQL schema) that holds no ledger: a
     mistyped ``ledger_schema``, or a SQLite file of something else, must not become a
-    fresh, empty ledger (the writer would create its tables there); one at an older
-    revision is left to the writer, which upgrades it."""
+    fresh, empty ledger (the writer would create its tables there). One at an older
+    revision is refused too, naming ``ledger db upgrade``: a dry run, or a change the
+    floor or a hold refuses, must leave the database as it was, and a writer opening it
+    would migrate it first."""
     import sqlalchemy as sa
 
-    from ledger.sinks.schema import SchemaState, require_readable, schema_state
+    from ledger.sinks.schema import require_readable, schema_state
     from ledger.sinks.sqlite import require_sqlite_file
 
     if parsed.scheme == "sqlite" and parsed.path is not None:
@@ -112,9 +114,8 @@ def _require_ledger(parsed: Any) -> None:
             revision, state = schema_state(conn, parsed.schema)
     finally:
         engine.dispose()
-    if state is SchemaState.EMPTY:
-        place = f"schema {parsed.schema!r}" if parsed.schema else "it"
-        require_readable(revision, state, parsed.shown, place)
+    place = f"schema {parsed.schema!r}" if parsed.schema else "it"
+    require_readable(revision, state, parsed.shown, place)
 
 
 def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:

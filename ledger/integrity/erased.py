@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.integrity.policy_change import false_signature, lowers, signed_by, signed_here
+from ledger.integrity.policy_change import (
+    false_signature,
+    floor_cutoff,
+    lowers,
+    signed_by,
+    signed_here,
+)
 from ledger.model.erasure import (
     ADMIN_RUN_PREFIX,
     ERASE_TOOL,
@@ -275,8 +281,8 @@ def _against_policy(record: str, t: RecordTally) -> str:
             f"erasure record {record} is dated {format_time(s.at)}, after this "
             "verification's own clock: the ledger dates an erasure when it makes it"
         )
-    cutoff = s.at - floor
-    if t.youngest is not None and t.youngest >= cutoff:
+    cutoff = floor_cutoff(s.at, floor)
+    if cutoff is not None and t.youngest is not None and t.youngest >= cutoff:
         return (
             f"erasure record {record} erased an event inside the retention floor of "
             f"{format_duration(floor)} (an event from {format_time(t.youngest)}; at "

@@ -1,5 +1,5 @@
-"""Who may lower the retention floor: the one rule the erasure API and ``ledger verify``
-both apply to a retention policy change.
+"""Who may lower the retention floor, and what a floor protects: the rules the erasure
+API and ``ledger verify`` both apply to a retention policy.
 
 A change *lowers* when its floor is below the one before it, or when it changes the
 policy keys once some are set (changing who may lower the floor is as strong as lowering
@@ -30,14 +30,28 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.canonical import canonical_bytes
 from ledger.integrity._keytext import b64decode
 from ledger.integrity.note import Verifier
 
-__all__ = ["false_signature", "lowers", "signed_by", "signed_here"]
+__all__ = ["false_signature", "floor_cutoff", "lowers", "signed_by", "signed_here"]
+
+
+def floor_cutoff(at: datetime, floor: timedelta) -> datetime | None:
+    """Events dated at or after the time returned are inside a floor of ``floor`` at
+    ``at`` (none of them may be erased); None when the floor is zero, which protects
+    nothing. An event dated after ``at`` (a writer's clock ahead) is inside any other
+    floor: its age is not known.
+
+    >>> floor_cutoff(datetime(2026, 12, 1), timedelta(days=30))
+    datetime.datetime(2026, 11, 1, 0, 0)
+    >>> floor_cutoff(datetime(2026, 12, 1), timedelta(0)) is None
+    True
+    """
+    return None if floor <= timedelta(0) else at - floor
 
 
 def lowers(

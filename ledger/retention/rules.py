@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ledger.errors import RetentionError, ValidationError
-from ledger.integrity.policy_change import lowers
+from ledger.integrity.policy_change import floor_cutoff, lowers
 from ledger.timefmt import check_duration, format_duration, format_time, round_up_finer
 
 __all__ = [
@@ -93,6 +93,8 @@ def require_reason(reason: object, what: str = "reason") -> str:
     ...
     ledger.errors.ValidationError: reason: a reason is required ...
     """
+    if isinstance(reason, str):
+        require_text(reason, what)  # bytes that are not UTF-8 are not a missing reason
     if not isinstance(reason, str) or not visible_text(reason):
         raise ValidationError(
             f"{what}: a reason is required (say why, e.g. 'GDPR Art. 17 request #42'); "
@@ -100,7 +102,7 @@ def require_reason(reason: object, what: str = "reason") -> str:
         )
     if "\x00" in reason:
         raise ValidationError(f"{what}: a reason cannot hold a NUL character")
-    said = require_text(reason, what).strip()
+    said = reason.strip()
     if len(said) > MAX_REASON:
         raise ValidationError(
             f"{what}: {len(said):,} characters; a reason is at most {MAX_REASON:,} (an "
@@ -111,18 +113,19 @@ def require_reason(reason: object, what: str = "reason") -> str:
 
 
 def visible_text(text: str) -> bool:
-    """True when ``text`` shows something: a character that is not a space, a control,
-    a separator, an invisible format character, or one of the letters and marks that
-    show nothing (Unicode's default-ignorable code points, such as the Hangul fillers,
-    and the blank Braille pattern).
+    """True when ``text`` shows something: a letter, a digit, a punctuation mark or a
+    symbol, other than the ones that show nothing (Unicode's default-ignorable code
+    points, such as the Hangul fillers, and the blank Braille pattern). Spaces,
+    controls, format characters, private-use characters and combining marks with
+    nothing to combine with say nothing.
 
-    >>> visible_text("dpo"), visible_text("\u200b \u3164\u2800")
-    (True, False)
+    >>> visible_text("dpo"), visible_text("\u200b \u3164\u2800"), visible_text("\u0301")
+    (True, False, False)
     """
     return any(map(_visible, text))
 
 
-_UNSEEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp", "Zs"))
+_SAYS = frozenset("LNPS")  # the first letter of a category that shows something
 # Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt) that are
 # not already of an unseen category, and U+2800 (the blank Braille pattern)
 _SHOW_NOTHING = (
@@ -133,7 +136,7 @@ _SHOW_NOTHING = (
 
 
 def _visible(c: str) -> bool:
-    if c.isspace() or unicodedata.category(c) in _UNSEEN:
+    if c.isspace() or unicodedata.category(c)[0] not in _SAYS:
         return False
     code = ord(c)
     return not any(low <= code <= high for low, high in _SHOW_NOTHING)
@@ -199,9 +202,10 @@ class Policy:
                 "it cannot exceed keep; raise --keep or lower --floor"
             )
 
-    def cutoff(self, now: datetime) -> datetime:
-        """Events at or after this time are inside the floor (cannot be erased)."""
-        return now - self.floor
+    def cutoff(self, now: datetime) -> datetime | None:
+        """Events at or after this time are inside the floor (cannot be erased); None
+        when the floor is zero (it protects nothing: :func:`floor_cutoff`)."""
+        return floor_cutoff(now, self.floor)
 
     def expired_before(self, now: datetime) -> datetime:
         """Events before this time are past ``keep`` (expired)."""

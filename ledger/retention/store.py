@@ -421,11 +421,16 @@ class Retention:
 
     def _now(self, conn: sa.Connection) -> datetime:
         """The time of a retention change made in ``conn``'s transaction. Never later
-        than the wall clock (a clock ahead would move the floor's cutoff forward and let
-        a caller erase what the floor protects), and never earlier than the latest
-        retention record (a clock behind would date a change before the ones it follows,
-        and the report would show it in a period it was not made in)."""
+        than the wall clock, nor on PostgreSQL than the database server's (a clock
+        ahead would move the floor's cutoff forward and let a caller erase what the floor
+        protects), and never earlier than the latest retention record (a clock behind
+        would date a change before the ones it follows, and the report would show it in
+        a period it was not made in)."""
         wall = utc_now()
+        if conn.dialect.name == "postgresql":  # the server's, not only this host's
+            server = conn.exec_driver_sql("SELECT statement_timestamp()").scalar_one()
+            if isinstance(server, datetime) and server.tzinfo is not None:
+                wall = min(wall, server.astimezone(UTC))
         told = self._clock()
         if not isinstance(told, datetime) or told.tzinfo is None:
             raise ValidationError(
@@ -1373,7 +1378,7 @@ class Retention:
             where = self._where(conn, selection, listing=each is not None)
             if each is not None:  # refuse before anything is listed
                 self._check_allowed(conn, where, state, txn.now, holds)
-            guard = _Guard(to_micros(state.policy.cutoff(txn.now)), holds)
+            guard = _Guard(state.policy.cutoff(txn.now), holds)
             payloads = self._sink._payloads if selection.run_id is not None else None
             shred = payloads is not None and bool({"args", "result"} & set(wanted))
             if shred and not {"args", "result"} <= set(wanted):
@@ -1564,7 +1569,10 @@ class Retention:
         self, conn: sa.Connection, where: list[Any], state: PolicyState, now: datetime
     ) -> str:
         t = self._events
-        cutoff = to_micros(state.policy.cutoff(now))
+        when = state.policy.cutoff(now)
+        if when is None:  # a floor of zero protects nothing
+            return ""
+        cutoff = to_micros(when)
         row = conn.execute(
             sa.select(sa.func.count(), sa.func.max(t.c.time_us)).where(
                 *where, t.c.time_us >= cutoff
@@ -1572,11 +1580,19 @@ class Retention:
         ).one()
         if not int(row[0]):
             return ""
+        youngest = int(row[1])
+        ahead = (
+            f"; dated after this erasure's own time ({format_time_us(now)}), as by a "
+            "writer whose clock was ahead, so its age is not known: only a floor of 0 "
+            "(a signed policy change) lets it go"
+            if youngest > to_micros(now)
+            else ""
+        )
         return (
             f"{int(row[0])} selected event(s) are inside the retention floor of "
             f"{format_duration(state.policy.floor)} (the youngest from "
-            f"{format_time_us(from_micros(int(row[1])))}; nothing at or "
-            f"after {format_time_us(from_micros(cutoff))} may be erased)"
+            f"{format_time_us(from_micros(youngest))}; nothing at or "
+            f"after {format_time_us(from_micros(cutoff))} may be erased{ahead})"
         )
 
     def _holds_problem(self, conn: sa.Connection, where: list[Any], holds: list[Hold]) -> str:
@@ -1959,15 +1975,16 @@ class _Violation(Exception):
 @dataclass(frozen=True, slots=True)
 class _Guard:
     """What the scan refuses: rows at or after ``cutoff`` (Unix microseconds: inside
-    the floor) and rows the standing holds cover."""
+    the floor; past every time when the floor is zero) and rows the standing holds
+    cover."""
 
     cutoff: int
     standing: list[Hold]
     runs: frozenset[str] = frozenset()
     ranges: tuple[tuple[int, int], ...] = ()
 
-    def __init__(self, cutoff: int, holds: list[Hold]) -> None:
-        object.__setattr__(self, "cutoff", cutoff)
+    def __init__(self, cutoff: datetime | None, holds: list[Hold]) -> None:
+        object.__setattr__(self, "cutoff", 1 << 63 if cutoff is None else to_micros(cutoff))
         object.__setattr__(self, "standing", holds)
         object.__setattr__(self, "runs", frozenset(h.run_id for h in holds if h.run_id))
         ranges = tuple(
