@@ -16,6 +16,7 @@ from ledger.errors import ValidationError
 
 __all__ = [
     "check_duration",
+    "check_window",
     "coerce_bound",
     "coerce_time",
     "format_duration",
@@ -68,6 +69,21 @@ def coerce_bound(value: object, *, field: str = "time") -> datetime:
     """
     moment = coerce_time(value, field=field)
     return round_up_finer(moment, value, field=field) if isinstance(value, str) else moment
+
+
+def check_window(since: datetime | None, until: datetime | None) -> None:
+    """``ValidationError`` when ``since`` is not before ``until``: such a window holds
+    nothing, and a report over it must not pass for a compliant one.
+
+    >>> check_window(datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC))
+    Traceback (most recent call last):
+    ledger.errors.ValidationError: empty time window: since 2026-02-01T00:00:00Z is not ...
+    """
+    if since is not None and until is not None and since >= until:
+        raise ValidationError(
+            f"empty time window: since {format_time(since)} is not before until "
+            f"{format_time(until)} (since is inclusive, until exclusive)"
+        )
 
 
 _FINER = re.compile(r"[.,]\d{6}(\d+)", re.ASCII)

@@ -29,10 +29,11 @@ REF = [Ref(source="tool", id="01J00000000000000000000000", hash="sha256:ab")]
 
 # one call: the records the gate may leave for it, in the order they are recorded
 _STEPS = st.lists(
-    st.sampled_from(["safe", "unsafe", "allowed", "denied", "result", "request"]),
+    st.sampled_from(["safe", "unsafe", "allowed", "denied", "result", "request", "prompt"]),
     min_size=1,
-    max_size=4,
-)  # "request": the run id serves another request meanwhile (a new turn)
+    max_size=5,
+)  # "request": the run id serves another request meanwhile (a new turn); "prompt": a
+# record of the run that is no call's (a run's first record in a window may be one)
 
 
 def _run(run: str, start: int, calls: list[list[str]], request: bool) -> list[Event]:
@@ -44,13 +45,15 @@ def _run(run: str, start: int, calls: list[list[str]], request: bool) -> list[Ev
     for n, steps in enumerate(calls):
         call = f"c{n}"
         for i, step in enumerate(steps):
-            if step not in ("result", "request") and "result" in steps[:i]:
+            if step not in ("result", "request", "prompt") and "result" in steps[:i]:
                 continue  # the gate decides and records the action before the tool runs
             if step in ("safe", "unsafe") and {"allowed", "denied"} & set(steps[:i]):
                 continue  # and decides before it records the action
             when = next(at)
             if step == "request":
                 events.append(Event(kind="request", run_id=run, time=when, args='"more"'))
+            elif step == "prompt":
+                events.append(Event(kind="prompt", run_id=run, time=when, args='"think"'))
             elif step in ("safe", "unsafe"):
                 label = "safe:read" if step == "safe" else "policy:writes"
                 events.append(

@@ -33,7 +33,8 @@ from ledger.errors import CallNotFound, RunNotFound, ValidationError
 from ledger.ids import coerce_event_id
 from ledger.model.shown import csv_cell, inert_json
 from ledger.sinks import Reader, open_reader
-from ledger.timefmt import format_time, format_time_us, parse_time, round_up_finer
+from ledger.timefmt import check_window as check_bounds
+from ledger.timefmt import format_time_us, parse_time, round_up_finer
 
 __all__ = [
     "DEFAULT_DB",
@@ -191,14 +192,13 @@ def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> date
 
 
 def check_window(since: datetime | None, until: datetime | None) -> None:
-    """A usage error (exit 2) when ``--since`` is not before ``--until``: such a window
-    holds nothing, and an empty report must not pass for a compliant one."""
-    if since is not None and until is not None and since >= until:
-        raise click.UsageError(
-            f"empty time window: --since {format_time(since)} is not before --until "
-            f"{format_time(until)} (since is inclusive, until exclusive)",
-            ctx=click.get_current_context(silent=True),
-        )
+    """A usage error (exit 2) when ``--since`` is not before ``--until``
+    (:func:`ledger.timefmt.check_window`)."""
+    try:
+        check_bounds(since, until)
+    except ValidationError as exc:
+        said = str(exc).replace("since ", "--since ", 1).replace("until ", "--until ", 1)
+        raise click.UsageError(said, ctx=click.get_current_context(silent=True)) from None
 
 
 def window_options(f: F) -> F:

@@ -284,11 +284,13 @@ class _Pass:
         if not problem and stored is not None:  # the hash vouches for the JSON it was made of
             kind = row[_KIND]
             if kind not in _CALL_KIND_NAMES:
-                if kind == _REQUEST:  # the run's start (see CallPass.cut_calls)
-                    state = self._state(row[2])
-                    if row[2] not in state.touched:
-                        state.started.add(row[2])
+                # the run starts in the window when its first record there, of any kind,
+                # is a request (CallPass.add, CallPass.cut_calls)
+                state = self._state(row[2])
+                if row[2] not in state.touched:
                     state.touched.add(row[2])
+                    if kind == _REQUEST:
+                        state.started.add(row[2])
                 self._seen(row[_TIME])
                 return
             try:
@@ -314,8 +316,7 @@ class _Pass:
             allowed = event.verdict is Verdict.ALLOWED
             self.per_tool.setdefault(event.tool, [0, 0])[0 if allowed else 1] += 1
             self.added.append((micros, allowed))
-        if event.kind in _CALL_KINDS or event.kind is Kind.REQUEST:
-            self._state(event.run_id).add(event)
+        self._state(event.run_id).add(event)  # a call's part, or what starts its run
 
     def beside(self, row: Any, low: int, high: int) -> None:
         """A row among the window's (by ``seq``) whose ``time_us`` column puts it
@@ -675,7 +676,7 @@ def report_in_database(
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
-        hash_check=with_unreadable(hashes.result(), tally.skipped),
+        hash_check=with_unreadable(hashes.result(), tally.skipped, tally.beyond),
         timeline=_timeline(reader, where, work, since or first_t, span_end(until, last_t)),
         log_check=log_check,
         log_scope=scope,

@@ -73,7 +73,7 @@ from ledger.report.retention import retention_section
 from ledger.report.timeline import bucket, span_end
 from ledger.sinks import Reader
 from ledger.sinks.url import shown_url
-from ledger.timefmt import coerce_bound, utc_now
+from ledger.timefmt import check_window, coerce_bound, utc_now
 
 __all__ = ["build_report"]
 
@@ -118,6 +118,7 @@ def build_report(
         raise ValidationError(f"listed: expected an integer >= 0, got {listed!r}")
     since = None if since is None else coerce_bound(since, field="since")
     until = None if until is None else coerce_bound(until, field="until")
+    check_window(since, until)
 
     report = None
     if in_database(reader):
@@ -171,7 +172,9 @@ def _streamed(
         ledger=shown_url(ledger) if ledger else "",
         oldest_record=oldest,
         newest_record=newest,
-        hash_check=with_unreadable(check_hashes(reader, since=since, until=until), state.skipped),
+        hash_check=with_unreadable(
+            check_hashes(reader, since=since, until=until), state.skipped, tally.beyond
+        ),
         timeline=timeline,
         **tally_parts(tally, len(runs)),
     )

@@ -29,7 +29,7 @@ from ledger.model.erasure import Erasure, erased_text
 from ledger.model.event import Event
 from ledger.model.marks import failed
 from ledger.model.values import Actor, Approval, Kind, Verdict, outside_any_run
-from ledger.report.hashes import each_event
+from ledger.report.hashes import HashMismatch, each_checked_event, each_event
 from ledger.report.listing import MAX_LISTED, Capped
 from ledger.report.model import (
     ApprovalGroup,
@@ -193,6 +193,8 @@ class Tally:
     principals: dict[str, WhoStats] = field(default_factory=dict)
     groups: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     skipped: list[CorruptRecord] = field(default_factory=list)  # rows that did not read
+    # problems of rows outside the window read to settle calls its edges cut
+    beyond: list[HashMismatch] = field(default_factory=list)
     denials: Capped[Denial] = field(init=False)
     outside: Capped[Finding] = field(init=False)
     missing: Capped[Finding] = field(init=False)
@@ -528,17 +530,17 @@ def look_across(
     back inside a run can break that (docs/cli.md says so)."""
     if since is not None:  # the intents and decisions of the cut calls alone are kept
         kinds = (Kind.ACTION, Kind.GATE_DECISION)
-        for e in _across(reader, state.skipped, state.cut_calls(), kinds, until=since):
+        for e in _across(state.tally, reader, state.cut_calls(), kinds, until=since):
             state.outside_window(e)
     if until is not None:
         wanted = state.open_calls()
-        for e in _across(reader, state.skipped, wanted, (Kind.TOOL_RESULT,), since=until):
+        for e in _across(state.tally, reader, wanted, (Kind.TOOL_RESULT,), since=until):
             state.results.add((e.run_id, e.call_id))
 
 
 def _across(
+    tally: Tally,
     reader: Reader,
-    skipped: list[CorruptRecord],
     wanted: set[tuple[str, str]],
     kinds: tuple[Kind, ...],
     **window: datetime,
@@ -546,17 +548,29 @@ def _across(
     """The events of ``kinds`` (kind by kind) of the calls ``wanted`` in ``window``
     (before the window's start, or from its end on), in commit order for each call. A
     SQL reader, whose rows are indexed by run, reads each run of them that has rows
-    there (found by one query for 500 runs); any other reader is read once a kind."""
+    there (found by one query for 500 runs), and each row of a wanted call is checked
+    as the window's rows are (a problem goes to ``tally.beyond``: the report relies on
+    the row); any other reader is read once a kind."""
     if not wanted:
         return
     if isinstance(reader, SQLReader):
         runs = _runs_with_rows(reader, sorted({run for run, _ in wanted}), **window)
+        side = "before the window" if "until" in window else "after the window"
+        where = f"a row {side}, read for a call the window's edge cut"
+
+        def keep(columns: dict[str, Any]) -> bool:
+            return (columns["run_id"], columns["call_id"]) in wanted
+
         for kind in kinds:
             for run in runs:
-                for e in each_event(reader, skipped, run_id=run, kind=kind, **window):
+                rows = each_checked_event(
+                    reader, tally.beyond, keep, where, run_id=run, kind=kind.value, **window
+                )
+                for e in rows:
                     if (e.run_id, e.call_id) in wanted:
                         yield e
         return
+    skipped = tally.skipped
     for kind in kinds:
         for e in each_event(reader, skipped, kind=kind, **window):
             if (e.run_id, e.call_id) in wanted:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,11 +26,12 @@ from typing import Any
 import orjson
 
 from ledger.errors import CanonicalizationError, CorruptRecord, ValidationError
-from ledger.model.codec import decode_problem
+from ledger.model.codec import decode_problem, event_and_id_from_json
 from ledger.model.event import Event
 from ledger.model.marks import stated_failed
 from ledger.sinks.base import Reader, StoredRow, StoredRows
-from ledger.sinks.rows import LOWERED_HIGH_WATER
+from ledger.sinks.rows import LOWERED_HIGH_WATER, flag_column
+from ledger.sinks.sql import SQLReader
 from ledger.timefmt import parse_time
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "HashTally",
     "check_hashes",
     "check_rows",
+    "each_checked_event",
     "each_event",
     "verify_row",
     "with_unreadable",
@@ -247,7 +249,7 @@ def _agrees_values(found: Sequence[Any], obj: dict[str, Any]) -> bool:
         or get("kind") != kind
         or get("tool", "") != tool
         or (get("verdict") or None) != verdict
-        or stated_failed(obj) != bool(has_err)
+        or stated_failed(obj) is not flag_column(has_err)
     ):
         return False
     when = get("time")
@@ -360,23 +362,70 @@ def each_event(reader: Reader, skipped: list[CorruptRecord], **filters: Any) -> 
             events = reader.events(**filters, after=exc.seq)
 
 
-def with_unreadable(check: HashCheck, unreadable: Iterable[CorruptRecord]) -> HashCheck:
-    """``check`` with each row a reader could not read back (``unreadable``) counted and
-    listed too, unless the check counted it already (listed or beyond the listing's
-    cap): a row the report had to leave out is a finding, counted once."""
-    seen = {m.event_id for m in check.mismatches} | check.counted
-    extra = []
-    for exc in unreadable:
-        if exc.event_id in seen:
+def each_checked_event(
+    reader: SQLReader,
+    found: list[HashMismatch],
+    keep: Callable[[dict[str, Any]], bool],
+    where: str,
+    **filters: Any,
+) -> Iterator[Event]:
+    """The events of the rows ``reader.stored_rows(**filters)`` gives whose filter
+    columns ``keep`` takes, each row checked first as a window's rows are
+    (:func:`verify_row`: its content hash, its id, that it reads back, its columns
+    against its JSON). A row with a problem is listed in ``found`` (its detail saying
+    ``where`` it was read) and, when it reads back, yielded as the readers read it (its
+    JSON is the truth); one that does not is left out. For a report that relies on rows
+    outside its window: they are checked where it reads them."""
+    for event_id, run_id, raw, stored, columns in reader.stored_rows(**filters):
+        if not keep(columns):
             continue
-        seen.add(exc.event_id)
+        _obj, computed, problem = verify_row(event_id, raw, stored, columns)
+        if problem:
+            found.append(
+                HashMismatch(
+                    event_id=event_id,
+                    run_id=run_id,
+                    stored=stored,
+                    computed=computed,
+                    detail=f"{problem} ({where})",
+                )
+            )
+        try:
+            event, _stated = event_and_id_from_json(Event, raw)
+        except (ValidationError, RecursionError):
+            continue  # listed: verify_row found it does not read back
+        yield event
+
+
+def with_unreadable(
+    check: HashCheck,
+    unreadable: Iterable[CorruptRecord],
+    found: Iterable[HashMismatch] = (),
+) -> HashCheck:
+    """``check`` with each row a reader could not read back (``unreadable``), and each
+    problem ``found`` in rows outside the check's (:func:`each_checked_event`), counted
+    and listed too, unless the check counted it already (listed or beyond the listing's
+    cap): a row the report had to leave out, or relied on, is a finding, counted once. A
+    record with no event id (a JSONL line that does not parse) is told from another by
+    where its message says it is."""
+    seen = {m.event_id for m in check.mismatches if m.event_id} | (check.counted - {""})
+    said = {m.detail for m in check.mismatches if not m.event_id}
+    extra = []
+    for mismatch in found:
+        if mismatch.event_id not in seen:
+            seen.add(mismatch.event_id)
+            extra.append(mismatch)
+    for exc in unreadable:
+        detail = f"the row does not read back as an event: {exc}"
+        if exc.event_id in seen or (not exc.event_id and detail in said):
+            continue
+        if exc.event_id:
+            seen.add(exc.event_id)
+        else:
+            said.add(detail)
         extra.append(
             HashMismatch(
-                event_id=exc.event_id,
-                run_id="",
-                stored=None,
-                computed=None,
-                detail=f"the row does not read back as an event: {exc}",
+                event_id=exc.event_id, run_id="", stored=None, computed=None, detail=detail
             )
         )
     if not extra:
@@ -385,7 +434,7 @@ def with_unreadable(check: HashCheck, unreadable: Iterable[CorruptRecord]) -> Ha
         check,
         mismatch_count=check.mismatch_count + len(extra),
         mismatches=(check.mismatches + tuple(extra))[:_MAX_LISTED],
-        counted=check.counted | {m.event_id for m in extra},
+        counted=check.counted | {m.event_id for m in extra if m.event_id},
     )
 
 
@@ -401,6 +450,6 @@ def check_hashes(
     if not isinstance(reader, StoredRows):
         return HashCheck(
             available=False,
-            note=f"{type(reader).__name__} stores no content hashes (JSONL files do not)",
+            note=f"{type(reader).__name__} stores no content hashes (only the SQL sinks do)",
         )
     return check_rows(reader.stored_rows(since=since, until=until))

@@ -41,6 +41,7 @@ __all__ = [
     "column_disagreements",
     "content_hash",
     "event_row",
+    "flag_column",
     "from_micros",
     "is_micros",
     "parse_row",
@@ -176,7 +177,7 @@ def parse_row(row: Any) -> Event:
         and event.kind == row[4]
         and event.tool == row[5]
         and event.verdict == row[6]
-        and failed(event) is bool(row[8])
+        and failed(event) is flag_column(row[8])
         and (event.time - _EPOCH) // _MICRO == row[7]
     ):
         _disagrees(row)
@@ -343,6 +344,22 @@ class TimeHighWater:
         )
 
 
+def flag_column(value: object) -> object:
+    """A stored ``has_err`` as a bool when it is what a sink writes (PostgreSQL's
+    boolean; SQLite's 1 or 0), else as it is, equal to neither: a ``'yes'`` or a BLOB
+    put there by hand, which Python would take as true and SQL's ``CASE WHEN has_err``
+    (``runs()``' error counts) as false, disagrees with any JSON.
+
+    >>> flag_column(1), flag_column(False), flag_column("yes")
+    (True, False, 'yes')
+    """
+    if value is True or value is False:
+        return value
+    if type(value) is int and (value == 0 or value == 1):
+        return value == 1
+    return value
+
+
 def column_disagreements(found: dict[str, Any], obj: dict[str, Any]) -> list[str]:
     """Each :data:`FILTER_COLUMNS` value in ``found`` (a stored row's) that differs from
     what the row's parsed JSON object ``obj`` implies, as ``"kind is 'x' but the JSON
@@ -357,7 +374,7 @@ def column_disagreements(found: dict[str, Any], obj: dict[str, Any]) -> list[str
         "time_us": micros,
         "has_err": stated_failed(obj),
     }
-    have = {**found, "has_err": bool(found["has_err"])}
+    have = {**found, "has_err": flag_column(found["has_err"])}
     return [
         f"{name} is {have[name]!r} but the JSON says {expected[name]!r}"
         for name in FILTER_COLUMNS

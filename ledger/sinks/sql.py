@@ -418,15 +418,30 @@ class SQLReader(Closing):
         return where
 
     def stored_rows(
-        self, *, since: datetime | None = None, until: datetime | None = None
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        run_id: str | None = None,
+        kind: str | None = None,
     ) -> Iterator[StoredRow]:
         """Every row in ``[since, until)`` exactly as stored, in commit order (see
         :func:`stored_rows`), with its ``time_hi_us``: in a window too, no row's value
         may be below the largest time of the window's rows up to it (the running maximum
         of every row up to it is at least that), so a value lowered to hide rows from
-        a query since a time is found by a check of the window's rows alone."""
+        a query since a time is found by a check of the window's rows alone. ``run_id``
+        and ``kind`` keep the rows whose columns say so (then without ``time_hi_us``:
+        its check is of a window's every row)."""
         self._check_open()
-        return stored_rows(self._reading, self._table, since=since, until=until, high_water=True)
+        return stored_rows(
+            self._reading,
+            self._table,
+            since=since,
+            until=until,
+            high_water=run_id is None and kind is None,
+            run_id=run_id,
+            kind=kind,
+        )
 
     def runs(
         self,
@@ -535,21 +550,33 @@ def stored_rows(
     since: datetime | None = None,
     until: datetime | None = None,
     high_water: bool = False,
+    run_id: str | None = None,
+    kind: str | None = None,
 ) -> Iterator[StoredRow]:
     """``(event_id, run_id, event_json, content_hash, filter columns)`` of each row of
-    the ``events`` ``table`` in the window, in commit order, paged (no connection is held
-    between pages); ``reading()`` gives a connection. The filter columns are
-    ``{name: value}`` for ``FILTER_COLUMNS``, and ``time_hi_us`` too with ``high_water``
-    (for a check of every row: :func:`ledger.report.hashes.check_rows` then checks it)."""
+    the ``events`` ``table`` in the window (of ``run_id`` and ``kind`` by their columns,
+    when given), in commit order, paged (no connection is held between pages);
+    ``reading()`` gives a connection. The filter columns are ``{name: value}`` for
+    ``FILTER_COLUMNS``, and ``time_hi_us`` too with ``high_water`` (for a check of every
+    row: :func:`ledger.report.hashes.check_rows` then checks it). ``has_err`` is the
+    stored value, not read through the Boolean type."""
     t = table
     where: list[Any] = []
+    if run_id is not None:
+        where.append(t.c.run_id == run_id)
+    if kind is not None:
+        where.append(t.c.kind == kind)
     if since is not None:
         where.append(t.c.time_us >= to_micros(since, "since"))
     if until is not None:
         where.append(t.c.time_us < to_micros(until, "until"))
     cursor = _BEFORE_ANY_SEQ
     names = (*FILTER_COLUMNS, "time_hi_us") if high_water else FILTER_COLUMNS
-    columns = [t.c[name] for name in names]
+    # has_err as stored, not through the Boolean type (which takes a 'yes' for true)
+    columns = [
+        sa.type_coerce(t.c[name], sa.Integer).label(name) if name == "has_err" else t.c[name]
+        for name in names
+    ]
     while True:
         with reading() as conn:
             text = stored_json(t, conn.dialect.name)

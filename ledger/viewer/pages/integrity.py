@@ -71,7 +71,7 @@ def integrity_status(reader: Reader) -> IntegrityStatus:
         return IntegrityStatus(
             state="none",
             summary=f"no tamper-evident log: a {type(reader).__name__} keeps none "
-            "(JSONL files do not)",
+            "(only the SQL sinks do)",
         )
     try:
         known, found_result = _keyless(reader)
