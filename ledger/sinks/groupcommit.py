@@ -9,11 +9,12 @@ many callers share a transaction and an fsync::
     committer = GroupCommitter(write_batch)   # write_batch(items) -> [error or None, ...]
     committer.submit(lambda: make_row(event)) # returns once the commit holding it is done
 
-The item is built by the callable *after* the caller has announced itself, so a leader
-that knows callers are about to arrive waits for them (at most ``gather`` seconds)
-instead of committing a batch of one and leaving them for the next fsync; it also waits
-(as long) for as many callers as its previous batch held, since under steady concurrency
-they are on their way back. A lone caller never waits.
+A queued caller hands over the callable, not the item: the leader builds the items of
+its batch one after the other just before writing them, so a caller joins the queue at
+once and the batch's Python runs in one thread, not in turns of the interpreter lock.
+The leader waits (at most ``gather`` seconds) for as many callers as its previous batch
+held, since under steady concurrency they are on their way back. A lone caller never
+waits.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ WriteBatch = Callable[[list[T]], Sequence[BaseException | None]]
 
 
 class _Ticket(Generic[T]):
-    """One caller's item; ``wake`` is released once: when it is done, or when it must
-    lead the next batch."""
+    """One caller's item, built by the leader that writes it (``make``); ``wake`` is
+    released once: when it is done, or when it must lead the next batch."""
 
-    __slots__ = ("done", "error", "item", "wake")
+    __slots__ = ("done", "error", "make", "wake")
 
-    def __init__(self, item: T) -> None:
-        self.item = item
+    def __init__(self, make: Callable[[], T]) -> None:
+        self.make = make
         self.done = False
         self.error: BaseException | None = None
         self.wake = threading.Lock()
@@ -67,7 +68,6 @@ class GroupCommitter(Generic[T]):
         self._arrival_cv = threading.Condition(self._lock)
         self._idle_cv = threading.Condition(self._lock)
         self._pending: list[_Ticket[T]] = []
-        self._arriving = 0
         self._last_batch = 1
         self._wanted = 0  # how many pending items the waiting leader waits for (0: none)
         self._leading = False
@@ -75,34 +75,30 @@ class GroupCommitter(Generic[T]):
 
     def submit(self, make: Callable[[], T]) -> None:
         """Build the item with ``make()``, write it in the next group commit, and raise
-        its error if it failed (errors of ``make`` itself propagate, nothing written)."""
+        its error if it failed (errors of ``make`` itself propagate, nothing written).
+
+        A caller alone builds its item and writes it itself; a caller that finds others
+        queues ``make`` at once, and the leader of its batch builds every item in turn
+        just before writing them (one thread doing the batch's Python in a row, where
+        each caller building its own would take the interpreter lock in turn)."""
         with self._lock:
             if self._closed:
                 raise SinkClosed("the sink is closed; open a new one to write")
             # Alone, with no concurrency lately: lead a batch of one without a ticket.
-            solo = self._last_batch == 1 and not (self._leading or self._pending or self._arriving)
+            solo = self._last_batch == 1 and not (self._leading or self._pending)
             if solo:
                 self._leading = True
             else:
-                self._arriving += 1
+                ticket = _Ticket(make)
+                self._pending.append(ticket)
+                lead = not self._leading
+                if lead:
+                    self._leading = True
+                elif self._wanted and len(self._pending) >= self._wanted:
+                    self._arrival_cv.notify()  # the leader's batch is full: wake it once
         if solo:
             self._solo(make)
             return
-        try:
-            ticket = _Ticket(make())
-        except BaseException:
-            with self._lock:
-                self._arriving -= 1
-                self._wake_closer()
-            raise
-        with self._lock:
-            self._arriving -= 1
-            self._pending.append(ticket)
-            lead = not self._leading
-            if lead:
-                self._leading = True
-            elif self._wanted and len(self._pending) >= self._wanted:
-                self._arrival_cv.notify()  # the leader's batch is full: wake it once
         if not lead:
             ticket.wake.acquire()  # done, or our turn to lead
         while not ticket.done:
@@ -139,7 +135,7 @@ class GroupCommitter(Generic[T]):
             # Wait (briefly) for callers already building their item, and for as many
             # callers as the last batch held: under steady concurrency they are on their
             # way back, and one fsync for all beats one each. A lone caller never waits.
-            target = min(self._max, max(self._last_batch, len(self._pending) + self._arriving))
+            target = min(self._max, max(self._last_batch, len(self._pending)))
             deadline = time.monotonic() + self._gather
             self._wanted = target
             while len(self._pending) < target:
@@ -164,17 +160,28 @@ class GroupCommitter(Generic[T]):
                 successor.wake.release()
 
     def _run(self, batch: list[_Ticket[T]]) -> None:
+        """Build each caller's item (a caller whose item cannot be built gets that error,
+        and nothing of it is written), then write the rest in one transaction."""
+        built: list[_Ticket[T]] = []
+        items: list[T] = []
         try:
-            errors = self._write([t.item for t in batch])
+            for t in batch:
+                try:
+                    items.append(t.make())
+                except Exception as exc:
+                    t.error, t.done = exc, True
+                else:
+                    built.append(t)
+            errors = self._write(items) if items else []
         except BaseException as exc:  # the whole transaction failed: every caller hears
-            for i, t in enumerate(batch):
+            for i, t in enumerate(t for t in batch if not t.done):
                 t.error, t.done = exc if i == 0 else _copy(exc), True
             if not isinstance(exc, Exception):
                 raise
             return
-        if len(errors) != len(batch):  # pragma: no cover - a write_batch bug
-            errors = [StorageError("group commit lost track of a record")] * len(batch)
-        for t, err in zip(batch, errors, strict=True):
+        if len(errors) != len(built):  # pragma: no cover - a write_batch bug
+            errors = [StorageError("group commit lost track of a record")] * len(built)
+        for t, err in zip(built, errors, strict=True):
             t.error, t.done = err, True
 
     def _wake_closer(self) -> None:
@@ -186,7 +193,7 @@ class GroupCommitter(Generic[T]):
         """Refuse new submissions and let the writes already queued finish."""
         with self._lock:
             self._closed = True
-            while self._leading or self._pending or self._arriving:
+            while self._leading or self._pending:
                 self._idle_cv.wait(0.05)
 
     @property

@@ -128,6 +128,43 @@ def test_an_item_that_cannot_be_built_is_not_written() -> None:
     assert written == []
 
 
+def test_under_concurrency_an_item_that_cannot_be_built_fails_its_caller_alone() -> None:
+    """Queued callers' items are built by the leader of their batch: one that cannot
+    be built raises its own error in its own caller, is not written, and takes no
+    other caller's item with it."""
+    written: list[int] = []
+    gate = threading.Barrier(30)
+
+    def write(items: list[int]) -> Sequence[BaseException | None]:
+        time.sleep(0.002)  # the others queue up behind each batch
+        written.extend(items)
+        return [None] * len(items)
+
+    committer: GroupCommitter[int] = GroupCommitter(write)
+    outcome: dict[int, BaseException | None] = {}
+
+    def make(i: int) -> int:
+        if i % 7 == 3:
+            raise ValidationError(f"bad event {i}")
+        return i
+
+    def submit(i: int) -> None:
+        gate.wait()
+        for j in range(i * 10, i * 10 + 10):
+            try:
+                committer.submit(lambda j=j: make(j))  # type: ignore[misc]
+                outcome[j] = None
+            except ValidationError as exc:
+                outcome[j] = exc
+
+    for t in _threads(30, submit):
+        t.join()
+    bad = {j for j in range(300) if j % 7 == 3}
+    assert sorted(written) == sorted(set(range(300)) - bad)
+    assert {j for j, e in outcome.items() if e is not None} == bad
+    assert all(str(j) in str(outcome[j]) for j in bad)
+
+
 def test_a_leader_waiting_for_callers_writes_as_soon_as_they_are_all_there() -> None:
     """Under steady concurrency the leader waits for as many callers as its last batch
     held; once they are all queued it writes at once, not when the wait runs out (here
