@@ -124,9 +124,10 @@ def test_a_row_before_the_window_the_report_relies_on_is_checked(store: Any) -> 
         Event(kind="tool_result", run_id="r", call_id="c", tool="rm", result="1", time=at(20)),
     ])  # fmt: skip
     assert not build_report(sink, since=at(10)).compliant  # the result ran without intent
+    denied, allowed = '\'"verdict":"denied"\'', '\'"verdict":"allowed"\''
     sql(
-        "UPDATE {t} SET verdict = 'allowed', event_json = replace(event_json, "
-        "'\"verdict\":\"denied\"', '\"verdict\":\"allowed\"') WHERE kind = 'action'"
+        f"UPDATE {{t}} SET verdict = 'allowed', event_json = replace(event_json, {denied}, "
+        f"{allowed}) WHERE kind = 'action'"
     )
     report = build_report(sink, since=at(10))
     assert not report.compliant

@@ -1167,6 +1167,12 @@ class Retention:
                 created=txn.now,
                 created_by=who,
             )
+            if run_id is not None and is_admin_run(run_id):
+                raise refuse(
+                    f"run {run_id!r} records a retention change: the ledger keeps those "
+                    "whatever happens, so a hold on it would hold nothing; give the run "
+                    "whose events are to be kept"
+                )
             if run_id is not None and not self._run_exists(conn, run_id):
                 raise self._no_run(conn, run_id)
             conn.execute(

@@ -132,9 +132,9 @@ class GroupCommitter(Generic[T]):
         """Write one batch (this thread holds the leadership), then wake its callers and
         hand the leadership to the first caller still waiting, if any."""
         with self._lock:
-            # Wait (briefly) for callers already building their item, and for as many
-            # callers as the last batch held: under steady concurrency they are on their
-            # way back, and one fsync for all beats one each. A lone caller never waits.
+            # Wait (briefly) for as many callers as the last batch held: under steady
+            # concurrency they are on their way back, and one fsync for all beats one
+            # each. A lone caller never waits.
             target = min(self._max, max(self._last_batch, len(self._pending)))
             deadline = time.monotonic() + self._gather
             self._wanted = target

@@ -138,3 +138,14 @@ def test_a_reason_of_marks_with_nothing_to_mark_says_nothing(said: str) -> None:
 def test_a_reason_of_bytes_that_are_not_utf8_is_named_as_such() -> None:
     with pytest.raises(ValidationError, match="not UTF-8"):
         require_reason("\udced\udca0\udc80")
+
+
+def test_a_hold_on_a_retention_record_is_refused(ledger_db: Ledger) -> None:
+    sink = ledger_db.open()
+    sink.record_many(run_events("old-1", OLD))
+    r = Retention(sink)
+    r.set_policy(keep="400d", floor="180d", reason="v1", by="dpo")
+    (admin,) = [s.run_id for s in sink.runs() if s.run_id.startswith("ledger-retention-")]
+    with pytest.raises(RetentionError, match="would hold nothing"):
+        r.add_hold(run_id=admin, reason="keep it", by="legal")
+    assert r.holds() == []
