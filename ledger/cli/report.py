@@ -95,7 +95,7 @@ def print_summary(r: ComplianceReport, console: Console, *, details: bool = True
         soft_wrap=soft,
     )
     if r.retention is not None:
-        for line in r.retention.lines():
+        for line in r.retention.lines(MAX_ROWS):
             console.print(escape(line), soft_wrap=soft)
     if not details:
         return

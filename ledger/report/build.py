@@ -133,7 +133,8 @@ def build_report(
             reader, since=since, until=until, progress=progress, ledger=ledger, listed=listed
         )
         report = replace(report, log_check=verify_stored(reader))
-    report = replace(report, retention=retention_section(reader, since=since, until=until))
+    section = retention_section(reader, since=since, until=until, listed=listed)
+    report = replace(report, retention=section)
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
     return report
 

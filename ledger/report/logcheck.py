@@ -21,12 +21,13 @@ of those rows, at the cost of the window instead of the ledger.
 Rows outside the window are not re-read: ``ledger verify`` rebuilds the whole log (and
 the report says so, :meth:`LogScope.statement`). Anything that does not fit -- a leaf
 index out of order, a row without stored nodes, an erased row (its leaf is the kept
-hash), a recomputed node or root that differs, a checkpoint that does not check, and in
-a report of every row an erasure record that erased rows none of which is a tombstone
-now (they were put back) -- makes the report run the full
-:func:`~ledger.integrity.verify.verify_ledger` instead, which names what is wrong. (In a
-window, an erasure record's tombstones are mostly older rows, outside it: ``ledger
-verify`` counts them.)
+hash), a recomputed node or root that differs, a checkpoint that does not check, and an
+erasure record in the window that erased rows -- makes the report run the full
+:func:`~ledger.integrity.verify.verify_ledger` instead, which names what is wrong. An
+erasure made in the window is judged so against the policy and the holds that stood in
+the log when it was made (its tombstones, mostly older rows outside the window, are
+found by the full pass), as is one whose rows were put back since; a report of a period
+in which something was erased therefore costs a pass over the ledger.
 """
 
 from __future__ import annotations
@@ -232,8 +233,8 @@ def window_log_check(
         return _full(reader, checked.failed)
     if checked.expected > size:
         return _full(reader, "rows beyond the stored head")
-    if checked.start == 0 and checked.expected == size and _erased_rows_back(checked):
-        return _full(reader, "an erasure record whose rows are no tombstones")
+    if _erasing_records(checked):
+        return _full(reader, "an erasure record in the window, judged with its tombstones")
     try:
         if checked.root(size, _nodes(reader, checked.after_keys(size))) != root:
             return _full(reader, "the recomputed root differs from the stored head")
@@ -261,10 +262,10 @@ def window_log_check(
     return result, scope
 
 
-def _erased_rows_back(checked: LeafRange) -> bool:
-    """True when ``checked``, every row of the ledger and no tombstone among them (an
-    erased row makes the range fail), holds an erasure record that erased rows: they
-    were put back outside the ledger (the full check names the record)."""
+def _erasing_records(checked: LeafRange) -> bool:
+    """True when ``checked`` holds an erasure record that erased rows: whether the
+    policy and holds of its time allowed it, and whether its tombstones are still there,
+    is known only from its tombstones, which the full check finds and judges."""
     for data in checked.erasures:
         summary = record_summary(data)
         if summary is not None and summary.events > 0:

@@ -47,6 +47,11 @@ class RetentionSection:
     tables_changed: str = ""
     # the policy in force now, when none was at the window's end (set after it), else None
     current: PolicyState | None = None
+    # how many holds and erasures the window has (``holds`` and ``erasures`` list the
+    # first ``--listed`` of them), and the sum of every erasure's count; None: as listed
+    hold_count: int | None = None
+    erasure_count: int | None = None
+    erased_events: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Stable field names (the report's ``retention`` member)."""
@@ -56,20 +61,35 @@ class RetentionSection:
             "policy_set_after_window": None if self.current is None else self.current.to_dict(),
             "policy_changes": [p.to_dict() for p in self.changes],
             "holds": [h.to_dict() for h in self.holds],
+            "hold_count": self._holds,
             "erasures": [e.to_dict() for e in self.erasures],
-            "erased_events": sum(e.events for e in self.erasures),
+            "erasure_count": self._erasures,
+            "erased_events": (
+                sum(e.events for e in self.erasures)
+                if self.erased_events is None
+                else self.erased_events
+            ),
         }
 
-    def lines(self) -> list[str]:
+    @property
+    def _holds(self) -> int:
+        return len(self.holds) if self.hold_count is None else self.hold_count
+
+    @property
+    def _erasures(self) -> int:
+        return len(self.erasures) if self.erasure_count is None else self.erasure_count
+
+    def lines(self, rows: int | None = None) -> list[str]:
         """The section as plain lines (the text and CSV reports), each one line
-        whatever the reasons and names in it hold (:func:`one_line`).
+        whatever the reasons and names in it hold (:func:`one_line`); at most ``rows``
+        holds and erasures each (None: every one listed), then how many more.
 
         >>> RetentionSection(policy=None, changes=(), holds=(), erasures=()).lines()[0]
         'retention policy: none set (nothing may be erased)'
         """
-        return [one_line(line) for line in self._lines()]
+        return [one_line(line) for line in self._lines(rows)]
 
-    def _lines(self) -> list[str]:
+    def _lines(self, rows: int | None) -> list[str]:
         warning = [f"RETENTION TABLES CHANGED: {self.tables_changed}"] * bool(self.tables_changed)
         if self.policy is None and self.current is not None:
             c = self.current
@@ -96,17 +116,20 @@ class RetentionSection:
             f"{', signed by ' + c.signed_by if c.signed_by else ''}: {c.reason}"
             for c in self.changes
         ] or ["no policy change in the window"]
+        holds, erasures = self.holds[:rows], self.erasures[:rows]
         out += [
             f"legal hold {h.hold_id} {h.describe()}: {h.reason} "
             f"({'standing' if h.active else 'released ' + _t(h.released)})"
-            for h in self.holds
-        ] or ["no legal hold"]
+            for h in holds
+        ] or ["no legal hold" if not self._holds else ""]
+        out += _more(self._holds - len(holds), "legal holds", "holds")
         out += [
             f"erasure {e.record_id} {format_time_us(e.at)} by {e.by}: {_selection(e.selection)}, "
             f"{e.events} event(s), fields {', '.join(e.fields)}: {e.reason}"
-            for e in self.erasures
-        ] or ["no erasure in the window"]
-        return out
+            for e in erasures
+        ] or ["no erasure in the window" if not self._erasures else ""]
+        out += _more(self._erasures - len(erasures), "erasures", "erasures")
+        return [line for line in out if line]
 
     def to_html(self) -> str:
         """The section of the HTML page."""
@@ -162,13 +185,29 @@ class RetentionSection:
                 f"<p>Policy changes in the window:</p><ul>{changes}</ul>"
                 if changes
                 else "<p>No policy change in the window.</p>",
-                f"<p>Legal holds:</p><ul>{holds}</ul>" if holds else "<p>No legal hold.</p>",
+                f"<p>Legal holds:</p><ul>{holds}</ul>"
+                if holds
+                else ("<p>No legal hold.</p>" if not self._holds else ""),
+                *(f"<p>{escape(line)}</p>" for line in _more(
+                    self._holds - len(self.holds), "legal holds", "holds")),
                 "<table><tr><th>when (UTC)</th><th>by</th><th>what</th><th>fields</th>"
                 f"<th>events</th><th>why</th><th>record</th></tr>{erasures}</table>"
                 if erasures
-                else "<p>No erasure in the window.</p>",
+                else ("<p>No erasure in the window.</p>" if not self._erasures else ""),
+                *(f"<p>{escape(line)}</p>" for line in _more(
+                    self._erasures - len(self.erasures), "erasures", "erasures")),
             ]
-        )
+        )  # fmt: skip
+
+
+def _more(hidden: int, what: str, member: str) -> list[str]:
+    """The line saying ``hidden`` more items of a listing are not shown, and where."""
+    if hidden <= 0:
+        return []
+    return [
+        f"… and {hidden} more {what} (`ledger report --json --listed N` lists them, under "
+        f"retention.{member})"
+    ]
 
 
 def _t(value: datetime | None) -> str:
@@ -188,10 +227,15 @@ def _in(when: datetime, since: datetime | None, until: datetime | None) -> bool:
 
 
 def retention_section(
-    reader: Any, *, since: datetime | None = None, until: datetime | None = None
+    reader: Any,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    listed: int | None = None,
 ) -> RetentionSection | None:
     """The retention section for ``[since, until)``, or None when ``reader`` keeps no
-    retention tables."""
+    retention tables; its holds and erasures list the first ``listed`` (None: all),
+    with their counts."""
     if not hasattr(reader, "_tree_writing"):
         return None
     try:
@@ -221,9 +265,12 @@ def retention_section(
         policy=in_force[-1] if in_force else None,  # as it stood at the window's end
         current=history[-1] if history and not in_force else None,
         changes=tuple(p for p in history if _in(p.set_at, since, until)),
-        holds=tuple(holds),
-        erasures=tuple(erasures),
+        holds=tuple(holds[:listed]),
+        erasures=tuple(erasures[:listed]),
         tables_changed=changed,
+        hold_count=len(holds),
+        erasure_count=len(erasures),
+        erased_events=sum(e.events for e in erasures),
     )
 
 

@@ -1263,8 +1263,11 @@ class Retention:
         touching: bool = False,
     ) -> list[ErasureRecord]:
         """The erasures made in ``[since, until)``, oldest first; with ``touching``, also
-        those made at any other time that selected events of ``[since, until)`` (what a
-        report of that window must account for: its erased events)."""
+        those made at any other time that erased events of ``[since, until)`` (what a
+        report of that window must account for: its erased events): a tombstone in the
+        window names the record, or, for a crypto-shredding erasure (which leaves the
+        rows as they are), its run has events there. One whose selection took events of
+        the window already erased by another is not listed for it."""
         e = self._t.erasures
         query = sa.select(e).order_by(e.c.at_us, e.c.record_id)
         lo = None if since is None else to_micros(since, "since")
@@ -1284,16 +1287,42 @@ class Retention:
                         (lo is None or to_micros(made.at) >= lo)
                         and (hi is None or to_micros(made.at) < hi)
                     )
-                    or self._selects_in(conn, made.selection, lo, hi)
+                    or self._erased_in(conn, made, lo, hi)
                 ]
         return found
 
-    def _selects_in(
-        self, conn: sa.Connection, selection: dict[str, Any], lo: int | None, hi: int | None
+    def _erased_in(
+        self, conn: sa.Connection, made: ErasureRecord, lo: int | None, hi: int | None
     ) -> bool:
-        """True when the erasure ``selection`` (as its record states it) takes an event
-        whose time is in ``[lo, hi)`` (Unix µs; None: open). Erased rows keep their run
-        id and time, so the index columns answer it."""
+        """True when the erasure ``made`` erased an event whose time is in ``[lo, hi)``
+        (Unix µs; None: open): among the events its selection takes there, a tombstone
+        names its record (every tombstone lists the records that made it), or it
+        destroyed a run's data key (its record says ``shredded``: no row changed)."""
+        where = self._selection_in(conn, made.selection, lo, hi)
+        if where is None:
+            return False
+        t = self._events
+        query = sa.select(t.c.seq).where(*where)
+        if conn.execute(query.where(t.c.event_json.contains(made.record_id)).limit(1)).first():
+            return True
+        if conn.execute(query.limit(1)).first() is None:
+            return False
+        text = conn.execute(
+            sa.select(t.c.event_json).where(t.c.event_id == made.record_id)
+        ).scalar()
+        try:
+            record = orjson.loads(text).get("args") if isinstance(text, str) else None
+        except orjson.JSONDecodeError:
+            return True  # unreadable: listed, and the checks of the log name it
+        return isinstance(record, dict) and record.get("shredded") is not None
+
+    def _selection_in(
+        self, conn: sa.Connection, selection: dict[str, Any], lo: int | None, hi: int | None
+    ) -> list[Any] | None:
+        """The conditions on the events the erasure ``selection`` (as its record states
+        it) takes whose time is in ``[lo, hi)`` (Unix µs; None: open); None when it
+        takes none. Erased rows keep their run id and time, so the index columns answer
+        it."""
         t = self._events
         where = [t.c.time_us >= lo] if lo is not None else []
         where += [t.c.time_us < hi] if hi is not None else []
@@ -1305,9 +1334,9 @@ class Retention:
         else:
             ids = [str(i) for i in selection.get("event_ids", ())]
             if not ids:
-                return False
+                return None
             where.append(_ids_in(t.c.event_id, ids, conn.dialect.name))
-        return conn.execute(sa.select(t.c.seq).where(*where).limit(1)).first() is not None
+        return where
 
     def erase(
         self,
@@ -1622,18 +1651,14 @@ class Retention:
             count, hold = blocking[0]
             return (
                 f"{count} selected event(s) are under legal hold {hold.hold_id} "
-                f"({hold.describe()}: {hold.reason}); release it first with `ledger hold "
-                f"release {hold.hold_id}`"
+                f"({hold.describe()}: {hold.reason}); {_WHILE_HELD}"
             )
         if blocking:
             each = "; ".join(
                 f"{count} under hold {hold.hold_id} ({hold.describe()}: {hold.reason})"
                 for count, hold in blocking
             )
-            return (
-                f"selected events are under {len(blocking)} legal holds: {each}; each must be "
-                "released first (`ledger hold release ID`)"
-            )
+            return f"selected events are under {len(blocking)} legal holds: {each}; {_WHILE_HELD}"
         return ""
 
     def _pages(self, conn: sa.Connection, selection: Selection) -> Iterator[list[Any]]:
@@ -1976,6 +2001,13 @@ def _index_changed(
 
 class _Violation(Exception):
     """A scanned row is inside the floor or under a hold (the caller says which)."""
+
+
+_WHILE_HELD = (
+    "an erasure is refused whole while a hold covers any event it selects: leave the held "
+    "events out of the selection (e.g. --run or --event for the others, or an earlier "
+    "--before), or, once the hold's reason is over, `ledger hold release ID`"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,3 +149,51 @@ def test_a_hold_on_a_retention_record_is_refused(ledger_db: Ledger) -> None:
     with pytest.raises(RetentionError, match="would hold nothing"):
         r.add_hold(run_id=admin, reason="keep it", by="legal")
     assert r.holds() == []
+
+
+def test_a_window_of_a_forbidden_erasure_is_not_compliant(
+    ledger_db: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure the floor or a hold forbade (made here by a library whose checks are
+    switched off, as a buggy or hostile writer would) makes the report of the period it
+    was made in not compliant, whether or not the window holds the erased rows."""
+    import ledger.retention.store as store
+    from ledger.report import build_report
+
+    sink = ledger_db.open()
+    now = datetime.now(UTC)
+    sink.record_many(run_events("held", now - timedelta(days=200)))
+    sink.record_many(run_events("young", now - timedelta(days=2)))
+    r = Retention(sink)
+    r.set_policy(keep="100d", floor="30d", reason="v1", by="dpo")
+    r.add_hold(run_id="held", reason="litigation", by="legal")
+    assert build_report(sink, since=now - timedelta(days=1)).compliant
+    plain = store._Guard.__init__
+    monkeypatch.setattr(store._Guard, "__init__", lambda g, cutoff, holds: plain(g, None, []))
+    monkeypatch.setattr(store.Retention, "_check_allowed", lambda *a, **k: None)
+    Retention(sink).erase(Selection.of_run("held"), reason="forbidden", by="x")
+    monkeypatch.undo()
+    for since, until in [(now - timedelta(days=1), None), (now - timedelta(days=210), None)]:
+        report = build_report(sink, since=since, until=until)
+        assert not report.compliant, (since, until)
+    assert build_report(sink, until=now - timedelta(days=1)).compliant is False
+
+
+def test_a_window_lists_the_erasures_that_erased_its_events_not_all_that_selected_them(
+    ledger_db: Ledger,
+) -> None:
+    from ledger.report import build_report
+
+    sink = ledger_db.open()
+    jan, feb = datetime(2025, 1, 10, tzinfo=UTC), datetime(2025, 2, 10, tzinfo=UTC)
+    sink.record_many(run_events("jan", jan))
+    sink.record_many(run_events("feb", feb))
+    r = Retention(sink)
+    r.set_policy(keep="60d", floor="30d", reason="v1", by="dpo")
+    first = r.erase(Selection.of_run("jan"), reason="E1", by="dpo")
+    second = r.erase(Selection.older_than("2025-03-01"), reason="E2", by="dpo")
+    assert (first.erased, second.erased, second.already) == (7, 7, 7)
+    january = build_report(sink, since=jan - timedelta(days=9), until=feb - timedelta(days=9))
+    assert [e.reason for e in january.retention.erasures] == ["E1"]  # type: ignore[union-attr]
+    february = build_report(sink, since=feb - timedelta(days=9), until=feb + timedelta(days=9))
+    assert [e.reason for e in february.retention.erasures] == ["E2"]  # type: ignore[union-attr]
