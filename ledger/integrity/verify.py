@@ -404,8 +404,25 @@ def verify_ledger(
     ``origin`` is the expected log identity (default: the source's stored origin).
     ``progress(rows_done)`` is called now and then. Raises nothing for what it finds:
     each problem is a :class:`Finding`; a source that cannot be read raises
-    ``StorageError``.
+    ``StorageError``. A source that can hold its reads to one snapshot
+    (``snapshot()``: PostgreSQL, where every commit moves the stored head) is read in
+    one, so rows committed during the check are not taken for rows inserted outside the
+    ledger.
     """
+    snapshot = getattr(source, "snapshot", None)
+    with snapshot() if callable(snapshot) else contextlib.nullcontext():
+        return _verify_ledger(source, verifiers, checkpoints, labels, progress, origin)
+
+
+def _verify_ledger(
+    source: LeafSource,
+    verifiers: Iterable[NoteVerifier] | None,
+    checkpoints: Iterable[str],
+    labels: Sequence[str] | None,
+    progress: Callable[[int], None] | None,
+    origin: str | None,
+) -> VerifyResult:
+    """:func:`verify_ledger` within the source's snapshot, when it has one."""
     keys = None if verifiers is None else list(verifiers)
     findings: list[Finding] = []
     notes = list(checkpoints)

@@ -116,6 +116,7 @@ def build_report(
 
     if type(listed) is not int or listed < 0:
         raise ValidationError(f"listed: expected an integer >= 0, got {listed!r}")
+    listed = min(listed, _ALL)  # more than a database can number lists every one
     since = None if since is None else coerce_bound(since, field="since")
     until = None if until is None else coerce_bound(until, field="until")
     check_window(since, until)
@@ -137,6 +138,9 @@ def build_report(
     report = replace(report, retention=section)
     log.info("compliance report: %d events, %d runs", report.events, len(report.runs))
     return report
+
+
+_ALL = 2**62  # beyond any listing's length, and within a SQL LIMIT's 64 bits
 
 
 def _streamed(

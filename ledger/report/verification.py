@@ -14,6 +14,7 @@ sink gets the content-hash check alone (:func:`~ledger.report.hashes.check_hashe
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from hashlib import sha256
@@ -141,7 +142,9 @@ def verify_rows(
     """
     if isinstance(reader, SQLReader) and isinstance(reader, LeafSource):
         leaves = _CheckedLeaves(reader, reader)
-        result = verify_ledger(leaves, verifiers, checkpoints, progress=progress, **options)
+        snapshot = getattr(reader, "snapshot", None)  # one state of the ledger (PostgreSQL)
+        with snapshot() if callable(snapshot) else contextlib.nullcontext():
+            result = verify_ledger(leaves, verifiers, checkpoints, progress=progress, **options)
         return leaves.tally.result(), result
     return check_hashes(reader), None
 

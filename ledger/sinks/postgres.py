@@ -176,6 +176,7 @@ class PostgresSink(Writing, TreeReading, SQLReader):
         self._owns = False
         self._closed = False
         self._close_lock = threading.Lock()
+        self._held = threading.local()  # a thread's snapshot connection (snapshot())
         self._committer: GroupCommitter[list[Row]] = GroupCommitter(self._write_batch)
         if migrate:
             self._migrate()
@@ -541,6 +542,10 @@ class PostgresSink(Writing, TreeReading, SQLReader):
     def _reading(self) -> Iterator[sa.Connection]:
         if self._closed:
             raise SinkClosed("PostgreSQL sink is closed; open a new one to read")
+        held: sa.Connection | None = getattr(self._held, "conn", None)
+        if held is not None:  # inside snapshot(): every read of this thread on it
+            yield held
+            return
         try:
             if self._conn is not None:
                 with self._borrowed_read() as conn:
@@ -554,6 +559,30 @@ class PostgresSink(Writing, TreeReading, SQLReader):
             raise StorageError(f"PostgreSQL ledger read failed: {exc}") from exc
         except self._engine.dialect.loaded_dbapi.Error as exc:  # a driver-level pass
             raise StorageError(f"PostgreSQL ledger read failed: {exc}") from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Within the block, every read this thread makes of the ledger sees one
+        snapshot (a ``REPEATABLE READ, READ ONLY`` transaction on one connection): what
+        :func:`~ledger.integrity.verify_ledger` reads (the stored head, then every row)
+        is one state of the ledger, whatever writers commit meanwhile. On a caller's
+        connection the reads are the caller's as always."""
+        if self._conn is not None or getattr(self._held, "conn", None) is not None:
+            yield
+            return
+        if self._closed:
+            raise SinkClosed("PostgreSQL sink is closed; open a new one to read")
+        try:
+            with self._engine.connect() as conn:
+                conn.exec_driver_sql("BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                self._held.conn = conn
+                try:
+                    yield
+                finally:
+                    self._held.conn = None
+                    conn.rollback()
+        except sa.exc.DBAPIError as exc:
+            raise StorageError(f"PostgreSQL ledger read failed: {exc.orig}") from exc
 
     def _streamed(self, conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Any]:
         """The rows of ``query`` streamed one at a time by libpq's single-row mode

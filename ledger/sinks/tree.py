@@ -825,6 +825,12 @@ class TreeReading:
             "SELECT leaf_index, '\\x00'::bytea || convert_to(event_json, 'UTF8') "
             f"FROM {self._trees.events} ORDER BY seq"
         )
+        held = getattr(getattr(self, "_held", None), "conn", None)
+        if held is not None:  # the snapshot the caller holds (PostgresSink.snapshot)
+            streamed = held.execution_options(stream_results=True, yield_per=2000)
+            for part in streamed.exec_driver_sql(query).partitions(2000):
+                yield [(r[0], bytes(r[1])) for r in part]
+            return
         with self._engine.connect() as conn:  # one query, a server-side cursor: one snapshot
             conn = conn.execution_options(stream_results=True, yield_per=2000)
             with conn.begin():
