@@ -2,15 +2,17 @@
 
 ``pg_dsn``: the PostgreSQL server named by ``LEDGER_TEST_POSTGRES_DSN`` (for example
 ``postgresql://postgres@127.0.0.1:5432/test``). When it is unset the test is skipped,
-except under CI (``CI=true``), where a missing server is a failure.
+except under CI (``CI=true``), where a missing server is a failure. ``pg_sink``: a
+``PostgresSink`` in a schema of its own, dropped afterwards.
 """
 
 from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,29 @@ def pg_dsn() -> str:
             pytest.fail(f"{message} (CI is set, so this is a failure, not a skip)")
         pytest.skip(message)
     return dsn
+
+
+@pytest.fixture
+def pg_sink(pg_dsn: str) -> Iterator[Any]:
+    """A ``PostgresSink`` in a new schema of its own, closed and dropped afterwards."""
+    import sqlalchemy as sa
+
+    from ledger.ids import new_event_id
+    from ledger.sinks import PostgresSink
+    from ledger.sinks.url import parse_url
+
+    schema = f"ledger_t_{str(new_event_id()).lower()}"
+    sink = PostgresSink.open(pg_dsn, schema=schema)
+    try:
+        yield sink
+    finally:
+        sink.close()
+        url = parse_url(pg_dsn).dsn
+        assert url is not None
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
 
 
 MypySnippet = Callable[[str], tuple[int, str]]

@@ -13,15 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from ledger.errors import StorageError, ToolDenied, ValidationError
 from ledger.gate import AllowAll, Gate
-from ledger.ids import new_event_id
 from ledger.model import Event, Kind, Verdict
 from ledger.sinks import PostgresSink, SQLiteSink
 from ledger.sinks.base import key_limits
-from ledger.sinks.url import parse_url
 
 NUL = "\x00"
 SURROGATE = "\udcff"
@@ -33,19 +30,8 @@ def _random(n: int) -> str:  # incompressible, so PostgreSQL cannot squeeze it i
 
 
 @pytest.fixture
-def pg(pg_dsn: str) -> Iterator[PostgresSink]:
-    schema = f"ledger_store_{str(new_event_id()).lower()}"
-    sink = PostgresSink.open(pg_dsn, schema=schema)
-    try:
-        yield sink
-    finally:
-        sink.close()
-        url = parse_url(pg_dsn).dsn
-        assert url is not None
-        engine = sa.create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        engine.dispose()
+def pg(pg_sink: PostgresSink) -> PostgresSink:
+    return pg_sink
 
 
 @pytest.fixture

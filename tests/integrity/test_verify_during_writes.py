@@ -6,13 +6,10 @@ the report's full check failed on an intact ledger while a writer committed)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import sqlalchemy as sa
 
-from ledger.ids import new_event_id
 from ledger.integrity import verify_ledger
 from ledger.model import Event
 from ledger.report.verification import verify_all
@@ -31,21 +28,10 @@ def _run(i: int) -> list[Event]:
     ]
 
 
-@pytest.fixture
-def sink(pg_dsn: str) -> Iterator[PostgresSink]:
-    schema = f"vdw_{str(new_event_id()).lower()}"
-    opened = PostgresSink.open(pg_dsn, schema=schema)
-    try:
-        yield opened
-    finally:
-        opened.close()
-        engine = sa.create_engine(pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1))
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        engine.dispose()
-
-
-def test_a_verification_during_writes_sees_one_state_of_the_ledger(sink: PostgresSink) -> None:
+def test_a_verification_during_writes_sees_one_state_of_the_ledger(
+    pg_sink: PostgresSink,
+) -> None:
+    sink = pg_sink
     sink.record_many([e for i in range(3000) for e in _run(i)])
     stop = threading.Event()
 
