@@ -178,20 +178,6 @@ def sqlite_sink(tmp_path: Path) -> Iterator[SQLiteSink]:
         yield sink
 
 
-@pytest.fixture
-def pg_sink(pg_dsn: str) -> Iterator[PostgresSink]:
-    import psycopg
-
-    schema = f"report_scale_{datetime.now(UTC).strftime('%H%M%S%f')}"
-    sink = PostgresSink.open(pg_dsn, schema=schema)
-    try:
-        yield sink
-    finally:
-        sink.close()
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 WINDOWS = [
     (None, None),
     (at(0), at(100)),

@@ -4,7 +4,6 @@ scripted agent end to end, and a hundred concurrent allowed calls in tasks."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ import sqlalchemy as sa
 
 from ledger.demo import run_scripted_agent
 from ledger.gate import AllowAll, Gate
-from ledger.ids import new_event_id
 from ledger.sinks import PostgresSink
 from ledger.sinks.url import parse_url
 
@@ -25,21 +23,6 @@ def engine_url(dsn: str) -> str:
 
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_sink(pg_dsn: str) -> Iterator[PostgresSink]:
-    dsn = pg_dsn  # skipped without LEDGER_TEST_POSTGRES_DSN, a failure under CI
-    schema = f"ledger_gate_{str(new_event_id()).lower()}"
-    sink = PostgresSink.open(dsn, schema=schema)
-    try:
-        yield sink
-    finally:
-        sink.close()
-        engine = sa.create_engine(engine_url(dsn))
-        with engine.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        engine.dispose()
 
 
 def test_demo_on_postgres(pg_sink: PostgresSink, tmp_path: Path) -> None:
